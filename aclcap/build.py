@@ -1,0 +1,210 @@
+"""Build the kernels in ops/ into loadable op libraries, one target per backend.
+
+torch.utils.cpp_extension and ninja do the compiling and the incremental rebuilds; aclcap
+adds a content stamp in front of them so that "nothing changed" is answered without
+importing torch or running ninja (that answer must take well under 2 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from aclcap.errors import UsageError
+
+CPU_LIBRARY_NAME = "aclcap_ops_cpu"
+# Flags per torch CPU capability: define CPU_CAPABILITY as torch's own kernels do, so that
+# at::vec::Vectorized uses the AVX512/AVX2 specializations instead of the scalar fallback.
+# -fopenmp: ATen's at::parallel_for is an inline `#pragma omp parallel`; without the flag
+# it silently runs on one thread.
+_CAPABILITY_FLAGS = {
+    "AVX512": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f",
+               "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-mf16c"],
+    "AVX2": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
+}
+_BASE_FLAGS = ["-O3", "-fopenmp"]
+
+
+@dataclass
+class Target:
+    """One backend's build outcome: status is built, up_to_date, skipped or failed."""
+
+    name: str
+    status: str
+    seconds: float = 0.0
+    output: str | None = None
+    reason: str = ""
+
+
+@dataclass
+class BuildReport:
+    build_dir: str
+    targets: list[Target] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(t.status != "failed" for t in self.targets)
+
+    def rows(self) -> list[dict]:
+        return [asdict(t) for t in self.targets]
+
+
+def ops_dir() -> Path:
+    """Where the bundled library's sources are, found without importing it (importing builds)."""
+    spec = importlib.util.find_spec("aclcap_ops")
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError("the bundled op library 'aclcap_ops' is not installed: run `make build`")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def default_build_dir() -> Path:
+    """$ACLCAP_BUILD_DIR, else build/ of a source checkout, else the user's cache."""
+    if env := os.environ.get("ACLCAP_BUILD_DIR"):
+        return Path(env)
+    root = ops_dir().parent
+    if (root / "pyproject.toml").exists() and os.access(root, os.W_OK):
+        return root / "build"
+    return Path.home() / ".cache" / "aclcap" / "build"
+
+
+def _cpu_sources(src: Path) -> list[Path]:
+    return sorted(src.glob("csrc/*.cpp"))
+
+
+def _cpu_key(src: Path) -> str:
+    """Hash of everything that changes the CPU library: sources, headers, torch, CPU."""
+    h = hashlib.sha256()
+    for path in sorted(src.glob("csrc/*.[ch]*")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    h.update(importlib.metadata.version("torch").encode())
+    h.update(platform.python_version().encode())
+    h.update(json.dumps(_BASE_FLAGS + sorted(sum(_CAPABILITY_FLAGS.values(), []))).encode())
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        flags = re.search(r"^flags\s*:(.*)$", cpuinfo.read_text(), re.MULTILINE)
+        h.update((flags.group(1) if flags else "").encode())
+    return h.hexdigest()
+
+
+def _stamp(out_dir: Path) -> Path:
+    return out_dir / "aclcap-stamp.json"
+
+
+def cpu_library_path(build_dir: Path) -> Path:
+    return build_dir / "cpu" / f"{CPU_LIBRARY_NAME}.so"
+
+
+def _cpu_up_to_date(build_dir: Path, key: str) -> bool:
+    stamp = _stamp(build_dir / "cpu")
+    if not (stamp.exists() and cpu_library_path(build_dir).exists()):
+        return False
+    return json.loads(stamp.read_text()).get("key") == key
+
+
+def _first_errors(log: str, limit: int = 6) -> str:
+    """The compiler's first error lines, so a failed build says what broke in a few lines."""
+    lines = [ln for ln in log.splitlines() if re.search(r"\berror\b", ln, re.IGNORECASE)]
+    lines = [ln for ln in lines if not ln.startswith(("ninja:", "FAILED:"))] or lines
+    return "\n".join(lines[:limit]) or log.strip()[-2000:]
+
+
+def _compile_cpu(src: Path, build_dir: Path, verbose: bool) -> Path:
+    import torch
+    from torch.utils import cpp_extension
+
+    out_dir = build_dir / "cpu"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    flags = _BASE_FLAGS + _CAPABILITY_FLAGS.get(torch.backends.cpu.get_cpu_capability(), [])
+    try:
+        cpp_extension.load(
+            name=CPU_LIBRARY_NAME,
+            sources=[str(p) for p in _cpu_sources(src)],
+            extra_cflags=flags,
+            build_directory=str(out_dir),
+            is_python_module=False,
+            verbose=verbose,
+        )
+    except RuntimeError as exc:
+        raise BuildError(_first_errors(str(exc))) from exc
+    return cpu_library_path(build_dir)
+
+
+class BuildError(Exception):
+    """A compile or link failure; the message holds the compiler's first error lines."""
+
+
+# The bundled library has CPU kernels only so far; these say why each device target is
+# skipped, most basic cause first, so a user knows what to install.
+def _cuda_skip_reason() -> str:
+    if shutil.which("nvcc") is None:
+        return "no nvcc"
+    import torch
+
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU-only build"
+    return "no CUDA sources in ops/csrc/cuda"
+
+
+def _npu_skip_reason() -> str:
+    if not os.environ.get("ASCEND_HOME_PATH"):
+        return "CANN not found: ASCEND_HOME_PATH unset"
+    if importlib.util.find_spec("torch_npu") is None:
+        return "torch_npu not installed (pip install 'aclcap[npu]')"
+    return "no Ascend C sources in ops/csrc/npu"
+
+
+def build(
+    build_dir: Path | None = None,
+    clean: bool = False,
+    verbose: bool = False,
+    on_target: Callable[[str], None] | None = None,
+) -> BuildReport:
+    """Build every backend target of ops/; skipped backends carry the reason."""
+    src = ops_dir()
+    build_dir = Path(build_dir or default_build_dir())
+    if clean and build_dir.exists():
+        shutil.rmtree(build_dir)
+    report = BuildReport(build_dir=str(build_dir))
+
+    if on_target:
+        on_target("cpu")
+    start = time.perf_counter()
+    key = _cpu_key(src)
+    if _cpu_up_to_date(build_dir, key):
+        report.targets.append(Target("cpu", "up_to_date", time.perf_counter() - start,
+                                     str(cpu_library_path(build_dir)), "up to date"))
+    else:
+        try:
+            lib = _compile_cpu(src, build_dir, verbose)
+            _stamp(build_dir / "cpu").write_text(json.dumps({"key": key}))
+            report.targets.append(Target("cpu", "built", time.perf_counter() - start, str(lib)))
+        except BuildError as exc:
+            report.targets.append(Target("cpu", "failed", time.perf_counter() - start, None,
+                                         str(exc)))
+
+    for name, why in (("cuda", _cuda_skip_reason()), ("npu", _npu_skip_reason())):
+        report.targets.append(Target(name, "skipped", 0.0, None, why))
+    return report
+
+
+def ensure_cpu_library(build_dir: Path | None = None) -> Path:
+    """The CPU library's path, building it first if it is stale (used on import of aclcap_ops)."""
+    build_dir = Path(build_dir or default_build_dir())
+    if _cpu_up_to_date(build_dir, _cpu_key(ops_dir())):
+        return cpu_library_path(build_dir)
+    report = build(build_dir)
+    cpu = report.targets[0]
+    if cpu.status == "failed":
+        raise UsageError(f"building ops/ failed: {cpu.reason.splitlines()[0]} (run `aclcap build`)")
+    return Path(cpu.output or "")

@@ -1,0 +1,63 @@
+"""Load op libraries named on the command line: a compiled .so, a .py file, or a module."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from aclcap.errors import UsageError
+
+BUNDLED = "aclcap_ops"
+
+
+def _import_file(path: Path) -> None:
+    name = "aclcap_lib_" + path.stem.replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import op library {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
+def load_library(spec: str) -> None:
+    """Load one op library; any failure becomes a one-line UsageError naming it."""
+    import torch
+
+    path = Path(spec)
+    looks_like_path = path.suffix in (".so", ".py", ".dylib", ".pyd") or "/" in spec
+    try:
+        if looks_like_path:
+            if not path.exists():
+                raise UsageError(
+                    f"op library {spec} not found: pass an existing .so or .py file, "
+                    "or an importable module name"
+                )
+            if path.suffix == ".py":
+                _import_file(path.resolve())
+            else:
+                torch.ops.load_library(str(path.resolve()))
+        else:
+            importlib.import_module(spec)
+    except UsageError:
+        raise
+    except ModuleNotFoundError as exc:
+        raise UsageError(
+            f"op library {spec!r} not found: {exc} (pass a .so or .py path, or an importable module)"
+        ) from exc
+    except Exception as exc:  # a library's own import or dlopen error: report, don't crash
+        last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+        raise UsageError(f"op library {spec} failed to load: {type(exc).__name__}: {last}") from exc
+
+
+def load_libraries(specs: list[str]) -> list[str]:
+    """Load libraries in order; return the op namespaces they registered."""
+    import torch
+
+    before = set(torch._C._dispatch_get_all_op_names())
+    for spec in specs:
+        load_library(spec)
+    added = set(torch._C._dispatch_get_all_op_names()) - before
+    return sorted({name.split("::", 1)[0] for name in added})

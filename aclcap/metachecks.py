@@ -1,0 +1,208 @@
+"""The checks check-meta runs on one op overload with its samples, in the worker process
+(real kernels may crash): opcheck, fake-vs-real output metadata, the meta device, the
+mutations the kernel really makes against the schema's `!` marks, and fullgraph tracing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten, tree_map_only
+
+from aclcap.samples import SampleInput, samples_for
+
+WARNING = "warning: "
+# opcheck's tests; test_autograd_registration only runs when an input requires grad.
+OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor",
+                 "test_aot_dispatch_dynamic")
+
+
+def first_line(exc: BaseException, limit: int = 240) -> str:
+    text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _clone(value: Any) -> Any:
+    return tree_map_only(torch.Tensor, lambda t: t.clone(), value)
+
+
+@dataclass
+class CheckOutcome:
+    status: str = "pass"
+    reasons: list[str] = field(default_factory=list)
+    samples: int = 0
+
+    def fail(self, reason: str) -> None:
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        self.status = "fail"
+
+    def warn(self, reason: str) -> None:
+        if WARNING + reason not in self.reasons:
+            self.reasons.append(WARNING + reason)
+
+
+def _bind(op: torch._ops.OpOverload, sample: SampleInput) -> list[tuple[Any, Any]]:
+    """(schema argument, value) pairs, positional and keyword alike."""
+    bound = []
+    for i, arg in enumerate(op._schema.arguments):
+        if i < len(sample.args):
+            bound.append((arg, sample.args[i]))
+        elif arg.name in sample.kwargs:
+            bound.append((arg, sample.kwargs[arg.name]))
+    return bound
+
+
+def _named_tensors(arg: Any, value: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        yield arg.name, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if isinstance(v, torch.Tensor):
+                yield f"{arg.name}[{i}]", v
+
+
+def _changed(before: torch.Tensor, after: torch.Tensor) -> bool:
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return True
+    differs = before != after
+    if before.is_floating_point():
+        differs &= ~(before.isnan() & after.isnan())
+    return bool(differs.any())
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"shape {list(t.shape)} dtype {t.dtype} strides {list(t.stride())}"
+
+
+def _compare_meta(out: CheckOutcome, where: str, meta: Any, real: Any) -> None:
+    meta_leaves, _ = tree_flatten(meta)
+    real_leaves, _ = tree_flatten(real)
+    if len(meta_leaves) != len(real_leaves):
+        out.fail(f"{where} returns {len(meta_leaves)} outputs but the kernel {len(real_leaves)}")
+        return
+    for i, (m, r) in enumerate(zip(meta_leaves, real_leaves)):
+        if not isinstance(r, torch.Tensor):
+            continue
+        if not isinstance(m, torch.Tensor):
+            out.fail(f"{where} output {i} is {type(m).__name__}, the kernel's is a Tensor")
+        elif (tuple(m.shape), m.dtype) != (tuple(r.shape), r.dtype) or (
+            r.numel() > 1 and tuple(m.stride()) != tuple(r.stride())
+        ):
+            out.fail(f"{where} output {i}: {_describe(m)}, but the kernel gives {_describe(r)}")
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    tol = 1e-5 if a.dtype == torch.float32 else 2e-2
+    return torch.allclose(a.float(), b.float(), atol=tol, rtol=tol, equal_nan=True)
+
+
+class _OpChecker:
+    def __init__(self, op: torch._ops.OpOverload, meta_kind: str, strict: bool) -> None:
+        self.op = op
+        self.meta_kind = meta_kind
+        self.strict = strict
+        self.out = CheckOutcome()
+        self.written: set[str] = set()
+        self.marked = {a.name for a in op._schema.arguments
+                       if a.alias_info is not None and a.alias_info.is_write}
+
+    def run_sample(self, sample: SampleInput) -> Any:
+        """Real kernel on copies; returns the outputs and records what it wrote."""
+        args, kwargs = _clone(sample.args), _clone(sample.kwargs)
+        before = {name: t.clone() for arg, v in _bind(self.op, SampleInput(args, kwargs))
+                  for name, t in _named_tensors(arg, v)}
+        real = self.op(*args, **kwargs)
+        for arg, value in _bind(self.op, SampleInput(args, kwargs)):
+            for name, t in _named_tensors(arg, value):
+                if _changed(before[name], t):
+                    self.written.add(arg.name)
+                    if arg.name not in self.marked:
+                        self.out.fail(f"writes `{name}` but the schema does not mark it "
+                                      f"mutable (`Tensor(a!) {arg.name}`)")
+        return real, (args, kwargs)
+
+    def check_fake(self, sample: SampleInput, real: Any) -> None:
+        try:
+            with FakeTensorMode() as mode:
+                args, kwargs = tree_map_only(torch.Tensor, mode.from_tensor,
+                                             (sample.args, sample.kwargs))
+                fake = self.op(*args, **kwargs)
+        except Exception as exc:
+            self.out.fail(f"fake impl raised {first_line(exc)}")
+            return
+        _compare_meta(self.out, "fake impl", fake, real)
+
+    def check_meta_device(self, sample: SampleInput) -> None:
+        try:
+            args, kwargs = tree_map_only(torch.Tensor, lambda t: t.to("meta"),
+                                         (sample.args, sample.kwargs))
+            self.op(*args, **kwargs)
+        except Exception as exc:
+            reason = f"fails on the meta device: {first_line(exc)}"
+            # Such an op traces in torch.compile (its fake is generated), so only a warning.
+            self.out.warn(reason) if self.meta_kind == "trivial" else self.out.fail(reason)
+
+    def check_opcheck(self, sample: SampleInput) -> None:
+        results = torch.library.opcheck(self.op, _clone(sample.args), _clone(sample.kwargs),
+                                        test_utils=OPCHECK_TESTS, raise_exception=False)
+        for test, result in results.items():
+            if isinstance(result, BaseException):
+                self.out.fail(f"opcheck {test}: {first_line(result)}")
+
+    def check_trace(self, samples: list[tuple[SampleInput, Any]]) -> None:
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda *a, **k: self.op(*a, **k), fullgraph=True,
+                                 dynamic=True, backend="aot_eager")
+        for sample, (real, real_inputs) in samples:
+            args, kwargs = _clone(sample.args), _clone(sample.kwargs)
+            try:
+                got = compiled(*args, **kwargs)
+            except Exception as exc:
+                self.out.fail(f"torch.compile(fullgraph=True, dynamic=True) fails: "
+                              f"{first_line(exc)}")
+                return
+            pairs = list(zip(tree_flatten((got, args, kwargs))[0],
+                             tree_flatten((real, *real_inputs))[0]))
+            for i, (g, r) in enumerate(pairs):
+                if isinstance(r, torch.Tensor) and not _close(g, r):
+                    self.out.fail(f"torch.compile result {i} (outputs, then inputs) differs "
+                                  "from eager")
+                    return
+
+    def finish(self) -> CheckOutcome:
+        for name in sorted(self.marked - self.written):
+            reason = (f"marks `{name}` mutable but never writes it (over any sample): "
+                      "drop the `!` or functionalization copies it for nothing")
+            self.out.fail(reason) if self.strict else self.out.warn(reason)
+        return self.out
+
+
+def check_op(qualname: str, meta_kind: str, device: str, dtypes: list[torch.dtype],
+             strict: bool = False) -> CheckOutcome:
+    """Run every check over every sample of `qualname`; reasons name argument or output."""
+    ns, rest = qualname.split("::", 1)
+    name, overload = rest.split(".", 1)
+    op = getattr(getattr(getattr(torch.ops, ns), name), overload)
+    make = samples_for(qualname)
+    assert make is not None, f"{qualname} has no samples"
+    checker = _OpChecker(op, meta_kind, strict)
+    traced: list[tuple[SampleInput, Any]] = []
+    for dtype in dtypes:
+        for sample in make(torch.device(device), dtype):
+            checker.out.samples += 1
+            real, real_inputs = checker.run_sample(sample)
+            checker.check_fake(sample, real)
+            checker.check_meta_device(sample)
+            checker.check_opcheck(sample)
+            traced.append((sample, (real, real_inputs)))
+    checker.check_trace(traced)
+    return checker.finish()

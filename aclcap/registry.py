@@ -1,0 +1,87 @@
+"""Enumerate the op overloads of a namespace from the dispatcher (never a hand-kept list)
+and say, for each, which kernels it has and where its meta impl comes from."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from aclcap.samples import samples_for
+
+# Dispatch keys a kernel author cares about; PrivateUse1 is where torch_npu registers.
+BACKEND_KEYS = ("CPU", "CUDA", "PrivateUse1", "CompositeExplicitAutograd",
+                "CompositeImplicitAutograd")
+
+MISSING = "missing"
+
+
+@dataclass
+class OpInfo:
+    """One op overload as the dispatcher sees it."""
+
+    qualname: str  # ns::name.overload
+    schema: str
+    kernels: list[str]
+    meta_kind: str  # python, cpp, composite, trivial, missing
+    meta_source: str  # human readable, with file:line where known
+    has_samples: bool
+
+    @property
+    def dispatcher_name(self) -> str:
+        """The name the dispatcher uses: no suffix for the default overload."""
+        return self.qualname.removesuffix(".default")
+
+    def overload(self) -> torch._ops.OpOverload:
+        ns, rest = self.qualname.split("::", 1)
+        name, overload = rest.split(".", 1)
+        return getattr(getattr(getattr(torch.ops, ns), name), overload)
+
+
+def _registered_at(dispatcher_name: str, key: str) -> str:
+    """file:line of the kernel registered for `key`, from the dispatcher's own table."""
+    dump = torch._C._dispatch_dump(dispatcher_name)
+    found = re.search(rf"^{key}: registered at (\S+?):(\d+)", dump, re.MULTILINE)
+    return f"{found.group(1)}:{found.group(2)}" if found else "unknown location"
+
+
+def _meta(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[str, str]:
+    from torch._library.custom_ops import OPDEFS
+    from torch._library.simple_registry import singleton
+    from torch._library.utils import can_generate_trivial_fake_impl
+
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    # custom_op always installs a placeholder Meta kernel: ask the op definition itself.
+    if dispatcher_name in OPDEFS:
+        fn = OPDEFS[dispatcher_name]._abstract_fn
+        if fn is not None:
+            code = fn.__code__
+            return "python", f"python fake ({code.co_filename}:{code.co_firstlineno})"
+    else:
+        fake = singleton.find(dispatcher_name).fake_impl.kernel
+        if fake is not None:
+            return "python", f"python fake ({fake.source})"
+        if has(dispatcher_name, "Meta"):
+            return "cpp", f"C++ Meta kernel ({_registered_at(dispatcher_name, 'Meta')})"
+    if has(dispatcher_name, "CompositeImplicitAutograd"):
+        return "composite", "composite (decomposes while tracing)"
+    if can_generate_trivial_fake_impl(op):
+        return "trivial", "none; torch generates a trivial fake (mutating op returning ())"
+    return MISSING, "MISSING"
+
+
+def list_ops(namespaces: list[str]) -> list[OpInfo]:
+    """Every overload registered under the namespaces, sorted by name."""
+    wanted = tuple(f"{ns}::" for ns in namespaces)
+    names = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith(wanted))
+    ops = []
+    for name in names:
+        qualname = name if "." in name.split("::", 1)[1] else name + ".default"
+        info = OpInfo(qualname, "", [], "", "", samples_for(qualname) is not None)
+        op = info.overload()
+        info.schema = str(op._schema)
+        info.kernels = [k for k in BACKEND_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(name, k)]
+        info.meta_kind, info.meta_source = _meta(name, op)
+        ops.append(info)
+    return ops

@@ -1,0 +1,36 @@
+// The dispatcher surface of the bundled library: schemas, CPU kernels, and the one meta
+// kernel that lives in C++ (silu_and_mul); the others are Python fakes in ops/meta.py.
+#include <torch/library.h>
+
+#include "ops.h"
+
+TORCH_LIBRARY(aclcap, m) {
+  m.def("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor");
+  m.def(
+      "fused_add_rms_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, float eps) -> "
+      "()");
+  m.def(
+      "rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!) key, int head_size, "
+      "Tensor cos_sin_cache, bool is_neox) -> ()");
+  m.def("silu_and_mul(Tensor input) -> Tensor");
+  m.def(
+      "get_masked_input_and_mask(Tensor input, int org_vocab_start_index, int "
+      "org_vocab_end_index, int num_org_vocab_padding, int added_vocab_start_index, int "
+      "added_vocab_end_index) -> (Tensor, Tensor)");
+  m.def(
+      "reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) "
+      "value_cache, Tensor slot_mapping) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(aclcap, CPU, m) {
+  m.impl("rms_norm", TORCH_FN(aclcap::rms_norm));
+  m.impl("fused_add_rms_norm", TORCH_FN(aclcap::fused_add_rms_norm));
+  m.impl("rotary_embedding", TORCH_FN(aclcap::rotary_embedding));
+  m.impl("silu_and_mul", TORCH_FN(aclcap::silu_and_mul));
+  m.impl("get_masked_input_and_mask", TORCH_FN(aclcap::get_masked_input_and_mask));
+  m.impl("reshape_and_cache", TORCH_FN(aclcap::reshape_and_cache));
+}
+
+TORCH_LIBRARY_IMPL(aclcap, Meta, m) {
+  m.impl("silu_and_mul", TORCH_FN(aclcap::silu_and_mul_meta));
+}

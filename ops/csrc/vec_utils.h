@@ -1,0 +1,52 @@
+// Shared helpers for the bundled CPU kernels: load/store a chunk of any supported dtype as
+// float vectors, so that every kernel accumulates in float32 whatever it reads and writes.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <tuple>
+#include <type_traits>
+
+namespace aclcap {
+
+using fVec = at::vec::Vectorized<float>;
+// One chunk is two float vectors: the width of one vector of a 16-bit type.
+constexpr int64_t kChunk = 2 * fVec::size();
+
+template <typename T>
+inline void load_chunk(const T* p, fVec& a, fVec& b) {
+  if constexpr (std::is_same_v<T, float>) {
+    a = fVec::loadu(p);
+    b = fVec::loadu(p + fVec::size());
+  } else {
+    std::tie(a, b) = at::vec::convert_to_float<T>(at::vec::Vectorized<T>::loadu(p));
+  }
+}
+
+template <typename T>
+inline void store_chunk(T* p, const fVec& a, const fVec& b) {
+  if constexpr (std::is_same_v<T, float>) {
+    a.store(p);
+    b.store(p + fVec::size());
+  } else {
+    at::vec::convert_from_float<T>(a, b).store(p);
+  }
+}
+
+// Rows per parallel task: enough work per task (about 64 KiB of elements) to amortize
+// the OpenMP fork, at least one row.
+inline int64_t grain_for_row(int64_t row_len) {
+  return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(row_len, 1));
+}
+
+// float32, bfloat16 and float16: the dtypes inference runs in (no double).
+#define ACLCAP_DISPATCH_FLOATS(TYPE, NAME, ...)               \
+  AT_DISPATCH_SWITCH(TYPE, NAME,                              \
+                     AT_DISPATCH_CASE(at::kFloat, __VA_ARGS__) \
+                     AT_DISPATCH_CASE(at::kBFloat16, __VA_ARGS__) \
+                     AT_DISPATCH_CASE(at::kHalf, __VA_ARGS__))
+
+}  // namespace aclcap
