@@ -89,7 +89,7 @@ def _cpu_key(src: Path) -> str:
         h.update(path.read_bytes())
     h.update(importlib.metadata.version("torch").encode())
     h.update(platform.python_version().encode())
-    h.update(json.dumps(_BASE_FLAGS + sorted(sum(_CAPABILITY_FLAGS.values(), []))).encode())
+    h.update(json.dumps([_BASE_FLAGS, sorted(_CAPABILITY_FLAGS.items())]).encode())
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
         flags = re.search(r"^flags\s*:(.*)$", cpuinfo.read_text(), re.MULTILINE)
@@ -169,9 +169,13 @@ def build(
     clean: bool = False,
     verbose: bool = False,
     on_target: Callable[[str], None] | None = None,
+    src: Path | None = None,
 ) -> BuildReport:
-    """Build every backend target of ops/; skipped backends carry the reason."""
-    src = ops_dir()
+    """Build every backend target of `src` (default: the bundled ops/); skipped backends
+    carry the reason."""
+    src = Path(src) if src is not None else ops_dir()
+    if not _cpu_sources(src):
+        raise UsageError(f"no C++ sources in {src}/csrc: point --src at an op library folder")
     build_dir = Path(build_dir or default_build_dir())
     if clean and build_dir.exists():
         shutil.rmtree(build_dir)

@@ -45,7 +45,8 @@ def load_library(spec: str) -> None:
         raise
     except ModuleNotFoundError as exc:
         raise UsageError(
-            f"op library {spec!r} not found: {exc} (pass a .so or .py path, or an importable module)"
+            f"op library {spec!r} not found: {exc} "
+            "(pass a .so or .py path, or an importable module)"
         ) from exc
     except Exception as exc:  # a library's own import or dlopen error: report, don't crash
         last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]

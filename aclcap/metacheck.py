@@ -39,6 +39,7 @@ class MetaResult:
 class MetaReport:
     results: list[MetaResult]
     namespaces: list[str]
+    ops: list[OpInfo] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -62,6 +63,14 @@ def _lib_arg(spec: str) -> str:
     """Paths travel to the worker absolute, module names as they are."""
     path = Path(spec)
     return str(path.resolve()) if path.exists() else spec
+
+
+_DISPATCH_KEY = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}
+
+
+def _has_kernel_for(op: OpInfo, device: str) -> bool:
+    return _DISPATCH_KEY[device] in op.kernels or bool(
+        {"CompositeExplicitAutograd", "CompositeImplicitAutograd"} & set(op.kernels))
 
 
 class _Worker:
@@ -131,9 +140,10 @@ def run_checks(
 ) -> dict[str, tuple[str, list[str]]]:
     """qualname -> (status, reasons) for each op, restarting the worker past a crash."""
     results: dict[str, tuple[str, list[str]]] = {}
-    pending = [{"qualname": o.qualname, "meta_kind": o.meta_kind} for o in ops]
+    pending = [{"qualname": o.qualname, "meta_kind": o.meta_kind,
+                "device": device if _has_kernel_for(o, device) else "cpu"} for o in ops]
     while pending:
-        request = {"libs": [_lib_arg(s) for s in libs], "device": device, "ops": pending,
+        request = {"libs": [_lib_arg(s) for s in libs], "ops": pending,
                    "strict": strict, "dtypes": dtypes}
         worker = _Worker(request)
         try:
@@ -208,6 +218,8 @@ def check_meta(
                 "no sample inputs: declare them with @aclcap.samples to run the checks"]
         else:
             status, reasons = checked[o.qualname]
+            if not _has_kernel_for(o, device):
+                reasons = [f"warning: no {device} kernel: exercised on cpu", *reasons]
         results.append(MetaResult(o.qualname, o.schema, o.kernels, o.meta_source, status,
                                   reasons))
-    return MetaReport(results, namespaces)
+    return MetaReport(results, namespaces, ops)

@@ -20,7 +20,7 @@ OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor",
                  "test_aot_dispatch_dynamic")
 
 
-def first_line(exc: BaseException, limit: int = 240) -> str:
+def first_line(exc: BaseException, limit: int = 160) -> str:
     text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
     text = text if len(text) <= limit else text[: limit - 3] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -35,11 +35,14 @@ class CheckOutcome:
     status: str = "pass"
     reasons: list[str] = field(default_factory=list)
     samples: int = 0
+    _seen: set[str] = field(default_factory=set)
 
-    def fail(self, reason: str) -> None:
-        if reason not in self.reasons:
-            self.reasons.append(reason)
+    def fail(self, reason: str, key: str | None = None) -> None:
+        """Keep the first reason per check (`key`): one sample tells the story."""
         self.status = "fail"
+        if (key or reason) not in self._seen:
+            self._seen.add(key or reason)
+            self.reasons.append(reason)
 
     def warn(self, reason: str) -> None:
         if WARNING + reason not in self.reasons:
@@ -83,17 +86,20 @@ def _compare_meta(out: CheckOutcome, where: str, meta: Any, real: Any) -> None:
     meta_leaves, _ = tree_flatten(meta)
     real_leaves, _ = tree_flatten(real)
     if len(meta_leaves) != len(real_leaves):
-        out.fail(f"{where} returns {len(meta_leaves)} outputs but the kernel {len(real_leaves)}")
+        out.fail(f"{where} returns {len(meta_leaves)} outputs but the kernel {len(real_leaves)}",
+                 key=where)
         return
-    for i, (m, r) in enumerate(zip(meta_leaves, real_leaves)):
+    for i, (m, r) in enumerate(zip(meta_leaves, real_leaves, strict=True)):
         if not isinstance(r, torch.Tensor):
             continue
         if not isinstance(m, torch.Tensor):
-            out.fail(f"{where} output {i} is {type(m).__name__}, the kernel's is a Tensor")
+            out.fail(f"{where} output {i} is {type(m).__name__}, the kernel's is a Tensor",
+                     key=f"{where}:{i}")
         elif (tuple(m.shape), m.dtype) != (tuple(r.shape), r.dtype) or (
             r.numel() > 1 and tuple(m.stride()) != tuple(r.stride())
         ):
-            out.fail(f"{where} output {i}: {_describe(m)}, but the kernel gives {_describe(r)}")
+            out.fail(f"{where} output {i}: {_describe(m)}, but the kernel gives {_describe(r)}",
+                     key=f"{where}:{i}")
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -127,7 +133,7 @@ class _OpChecker:
                     self.written.add(arg.name)
                     if arg.name not in self.marked:
                         self.out.fail(f"writes `{name}` but the schema does not mark it "
-                                      f"mutable (`Tensor(a!) {arg.name}`)")
+                                      f"mutable (`Tensor(a!) {arg.name}`)", key=name)
         return real, (args, kwargs)
 
     def check_fake(self, sample: SampleInput, real: Any) -> None:
@@ -137,7 +143,7 @@ class _OpChecker:
                                              (sample.args, sample.kwargs))
                 fake = self.op(*args, **kwargs)
         except Exception as exc:
-            self.out.fail(f"fake impl raised {first_line(exc)}")
+            self.out.fail(f"fake impl raised {first_line(exc)}", key="fake")
             return
         _compare_meta(self.out, "fake impl", fake, real)
 
@@ -147,16 +153,18 @@ class _OpChecker:
                                          (sample.args, sample.kwargs))
             self.op(*args, **kwargs)
         except Exception as exc:
-            reason = f"fails on the meta device: {first_line(exc)}"
-            # Such an op traces in torch.compile (its fake is generated), so only a warning.
-            self.out.warn(reason) if self.meta_kind == "trivial" else self.out.fail(reason)
+            if self.meta_kind == "trivial":  # traces in torch.compile (its fake is generated)
+                self.out.warn("traces only through torch's generated fake and fails on the "
+                              "meta device: register a fake returning None")
+            else:
+                self.out.fail(f"fails on the meta device: {first_line(exc)}", key="meta")
 
     def check_opcheck(self, sample: SampleInput) -> None:
         results = torch.library.opcheck(self.op, _clone(sample.args), _clone(sample.kwargs),
                                         test_utils=OPCHECK_TESTS, raise_exception=False)
         for test, result in results.items():
             if isinstance(result, BaseException):
-                self.out.fail(f"opcheck {test}: {first_line(result)}")
+                self.out.fail(f"opcheck {test}: {first_line(result)}", key=test)
 
     def check_trace(self, samples: list[tuple[SampleInput, Any]]) -> None:
         torch._dynamo.reset()
@@ -171,7 +179,7 @@ class _OpChecker:
                               f"{first_line(exc)}")
                 return
             pairs = list(zip(tree_flatten((got, args, kwargs))[0],
-                             tree_flatten((real, *real_inputs))[0]))
+                             tree_flatten((real, *real_inputs))[0], strict=False))
             for i, (g, r) in enumerate(pairs):
                 if isinstance(r, torch.Tensor) and not _close(g, r):
                     self.out.fail(f"torch.compile result {i} (outputs, then inputs) differs "

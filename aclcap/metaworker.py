@@ -30,7 +30,7 @@ def main() -> None:
     for op in request["ops"]:
         emit(event="start", op=op["qualname"])
         try:
-            outcome = check_op(op["qualname"], op["meta_kind"], request["device"], dtypes,
+            outcome = check_op(op["qualname"], op["meta_kind"], op["device"], dtypes,
                                request["strict"])
             emit(event="result", op=op["qualname"], status=outcome.status,
                  reasons=outcome.reasons, samples=outcome.samples)

@@ -81,7 +81,8 @@ def list_ops(namespaces: list[str]) -> list[OpInfo]:
         info = OpInfo(qualname, "", [], "", "", samples_for(qualname) is not None)
         op = info.overload()
         info.schema = str(op._schema)
-        info.kernels = [k for k in BACKEND_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(name, k)]
+        info.kernels = [k for k in BACKEND_KEYS
+                        if torch._C._dispatch_has_kernel_for_dispatch_key(name, k)]
         info.meta_kind, info.meta_source = _meta(name, op)
         ops.append(info)
     return ops

@@ -58,9 +58,8 @@ def get_masked_input_and_mask(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     in_org = (input >= org_vocab_start_index) & (input < org_vocab_end_index)
     in_added = (input >= added_vocab_start_index) & (input < added_vocab_end_index)
-    added_offset = (
-        added_vocab_start_index - (org_vocab_end_index - org_vocab_start_index) - num_org_vocab_padding
-    )
+    org_size = org_vocab_end_index - org_vocab_start_index
+    added_offset = added_vocab_start_index - org_size - num_org_vocab_padding
     offset = org_vocab_start_index * in_org + added_offset * in_added
     valid = in_org | in_added
     return (valid * (input - offset)).to(input.dtype), ~valid

@@ -21,14 +21,14 @@ def cos_sin_cache(max_pos: int, rot_dim: int, device, dtype) -> torch.Tensor:
 
 @samples("aclcap::rms_norm")
 def _rms_norm(device, dtype) -> Iterator[SampleInput]:
-    for tokens, hidden in zip(TOKENS, (64, 100, 256)):
+    for tokens, hidden in zip(TOKENS, (64, 100, 256), strict=True):
         x = torch.randn(tokens, hidden, device=device, dtype=dtype)
         yield SampleInput((x, torch.randn(hidden, device=device, dtype=dtype), 1e-6))
 
 
 @samples("aclcap::fused_add_rms_norm")
 def _fused_add_rms_norm(device, dtype) -> Iterator[SampleInput]:
-    for tokens, hidden in zip(TOKENS, (64, 100, 256)):
+    for tokens, hidden in zip(TOKENS, (64, 100, 256), strict=True):
         x = torch.randn(tokens, hidden, device=device, dtype=dtype)
         residual = torch.randn_like(x)
         yield SampleInput((x, residual, torch.randn(hidden, device=device, dtype=dtype), 1e-5))
@@ -37,8 +37,9 @@ def _fused_add_rms_norm(device, dtype) -> Iterator[SampleInput]:
 @samples("aclcap::rotary_embedding")
 def _rotary_embedding(device, dtype) -> Iterator[SampleInput]:
     max_pos = 64
+    shapes = ((4, 2, 64, 64), (2, 1, 32, 16), (8, 8, 128, 128))
     for tokens, (q_heads, k_heads, head_size, rot_dim), is_neox in zip(
-        TOKENS, ((4, 2, 64, 64), (2, 1, 32, 16), (8, 8, 128, 128)), (True, False, True)
+        TOKENS, shapes, (True, False, True), strict=True
     ):
         # Position 0 rotates by nothing: start at 1 so every sample writes query and key.
         positions = torch.randint(1, max_pos, (tokens,), device=device)
@@ -50,23 +51,22 @@ def _rotary_embedding(device, dtype) -> Iterator[SampleInput]:
 
 @samples("aclcap::silu_and_mul")
 def _silu_and_mul(device, dtype) -> Iterator[SampleInput]:
-    for tokens, d in zip(TOKENS, (64, 50, 256)):
+    for tokens, d in zip(TOKENS, (64, 50, 256), strict=True):
         yield SampleInput((torch.randn(tokens, 2 * d, device=device, dtype=dtype),))
 
 
 @samples("aclcap::get_masked_input_and_mask")
 def _get_masked_input_and_mask(device, dtype) -> Iterator[SampleInput]:
     # A rank holding original ids [100, 200) and added ids [1000, 1010), padded by 4.
-    for tokens, index_dtype in zip(TOKENS, (torch.int64, torch.int32, torch.int64)):
+    for tokens, index_dtype in zip(TOKENS, (torch.int64, torch.int32, torch.int64), strict=True):
         ids = torch.randint(0, 1100, (tokens,), device=device, dtype=index_dtype)
         yield SampleInput((ids, 100, 200, 4, 1000, 1010))
 
 
 @samples("aclcap::reshape_and_cache")
 def _reshape_and_cache(device, dtype) -> Iterator[SampleInput]:
-    for tokens, (blocks, block_size, heads, head_size) in zip(
-        TOKENS, ((4, 16, 2, 64), (2, 8, 1, 32), (8, 16, 4, 64))
-    ):
+    shapes = ((4, 16, 2, 64), (2, 8, 1, 32), (8, 16, 4, 64))
+    for tokens, (blocks, block_size, heads, head_size) in zip(TOKENS, shapes, strict=True):
         key = torch.randn(tokens, heads, head_size, device=device, dtype=dtype)
         value = torch.randn_like(key)
         key_cache = torch.zeros(blocks, block_size, heads, head_size, device=device, dtype=dtype)

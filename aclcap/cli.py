@@ -1,0 +1,173 @@
+"""The aclcap command line: parse arguments, call one library function, print its result.
+
+Bad input raises UsageError, printed as one line with exit code 2 (--debug shows the
+traceback); a failed check exits 1 (../shared/README.md section 4).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from aclcap.errors import UsageError
+
+app = typer.Typer(
+    help="Check custom PyTorch ops for graph mode: meta impls, torch.compile tracing, "
+    "device-graph capture (aclgraph / CUDA graph / AOTInductor) and benchmarks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)
+_err = Console(stderr=True)
+_debug = False
+
+JsonOpt = Annotated[
+    str | None,
+    typer.Option("--json", metavar="PATH",
+                 help="Also write the results as one JSON document to PATH ('-' for stdout)."),
+]
+
+
+@app.callback()
+def _options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line "
+                                        "errors.")] = False,
+) -> None:
+    global _debug
+    _debug = debug
+
+
+def _progress() -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=_err, transient=True)
+
+
+@app.command()
+def build(
+    clean: Annotated[bool, typer.Option("--clean", help="Delete the build folder first.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show the compiler commands.")] = False,
+    build_dir: Annotated[Path | None, typer.Option("--build-dir", help="Where to build "
+                         "(default: $ACLCAP_BUILD_DIR, else build/ of the checkout).")] = None,
+    src: Annotated[Path | None, typer.Option("--src", metavar="DIR", help="Op library sources "
+                   "(a folder with csrc/*.cpp). Default: the bundled ops/.")] = None,
+    json_path: JsonOpt = None,
+) -> None:
+    """Build the kernels in ops/ into a loadable op library (incremental; per-backend skip
+    reasons). Exit 2 on a compile error, with the compiler's first error lines."""
+    from aclcap import report
+    from aclcap.build import build as run_build
+
+    with _progress() as progress:
+        task = progress.add_task("building", total=1)
+
+        def started(name: str) -> None:
+            progress.update(task, description=f"compiling {name} target (ninja)")
+
+        result = run_build(build_dir, clean=clean, verbose=verbose, on_target=started, src=src)
+        progress.update(task, completed=1)
+    if json_path:
+        report.write_json(json_path, report.document("build", "cpu", result.rows(),
+                                                     build_dir=result.build_dir))
+    console = report.console_for(json_path)
+    console.print(report.build_table(result))
+    cpu = result.targets[0]
+    if not result.ok:
+        _err.print(f"[red]error:[/] building ops/ failed:\n{cpu.reason}")
+        raise typer.Exit(2)
+
+
+@app.command("check-meta")
+def check_meta(
+    lib: Annotated[list[str] | None, typer.Option(
+        "--lib", metavar="PATH_OR_MODULE",
+        help="Op library to load: a .so, a .py file or a module name; repeat for several, "
+        "loaded in order. Default: the bundled library (aclcap_ops).")] = None,
+    namespace: Annotated[list[str] | None, typer.Option(
+        "--namespace", metavar="NS",
+        help="Op namespace to check; repeat for several. Default: those the libraries "
+        "registered.")] = None,
+    device: Annotated[str, typer.Option(
+        help="Where real kernels run: auto (npu > cuda > cpu), cpu, cuda or npu.")] = "auto",
+    timeout: Annotated[float, typer.Option(help="Seconds one op's checks may take before it "
+                                           "is reported as timed out.")] = 60.0,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Turn warnings (a `!` on an argument the kernel never writes) into "
+        "failures.")] = False,
+    emit_stubs: Annotated[Path | None, typer.Option(
+        "--emit-stubs", metavar="FILE",
+        help="Write a register_fake stub for every op without a meta impl to FILE; load it "
+        "back with --lib FILE.")] = None,
+    json_path: JsonOpt = None,
+) -> None:
+    """List every registered op of the namespaces and check each one's meta impl against
+    the real kernel: opcheck, output shapes/dtypes/strides, mutations vs the schema's `!`,
+    and torch.compile(fullgraph=True, dynamic=True). Exit 1 if any is missing or failing."""
+    from aclcap import report
+    from aclcap.devices import resolve_device
+    from aclcap.metacheck import check_meta as run_check
+    from aclcap.stubs import emit_stubs as write_stubs
+
+    resolved = resolve_device(device)
+    if emit_stubs is not None and not emit_stubs.parent.exists():
+        raise UsageError(f"--emit-stubs {emit_stubs}: folder {emit_stubs.parent} does not exist")
+    with _progress() as progress:
+        task = progress.add_task("loading op libraries", total=None)
+
+        def started(total: int) -> None:
+            progress.update(task, description="checking ops (real kernels in a worker)",
+                            total=total)
+
+        def done(op: str) -> None:
+            progress.update(task, advance=1, description=f"checked {op}")
+
+        result = run_check(lib or ["aclcap_ops"], namespace, resolved, timeout, strict,
+                           on_start=started, on_done=done)
+    console = report.console_for(json_path)
+    if json_path:
+        counts = {s: result.count(s) for s in ("pass", "missing", "fail", "crashed", "timeout",
+                                               "not_exercised")}
+        report.write_json(json_path, report.document("check-meta", resolved, result.rows(),
+                                                     namespaces=result.namespaces,
+                                                     summary=counts))
+    console.print(report.meta_table(result))
+    console.print(result.summary())
+    if emit_stubs is not None:
+        written = write_stubs(result.ops, str(emit_stubs))
+        console.print(f"wrote {len(written)} register_fake stub(s) to {emit_stubs}"
+                      + (f": {', '.join(written)}" if written else ""))
+    raise typer.Exit(result.exit_code)
+
+
+def main() -> None:
+    """Console entry point: one-line errors, exit 2, unless --debug."""
+    try:
+        app()
+    except UsageError as exc:
+        if _debug:
+            raise
+        _err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        _err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:
+        if _debug:
+            raise
+        from aclcap.metachecks import first_line
+
+        _err.print(f"[red]internal error:[/] {first_line(exc)} (rerun with --debug for the "
+                   "traceback)", highlight=False, soft_wrap=True)
+        sys.exit(2)

@@ -1,0 +1,125 @@
+"""check-meta end to end: the bundled library passes, and each planted defect of the
+test-only library (tests/fixtures/badops.py) is found and named, with the contract's exit
+codes (../shared/README.md section 4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import BADOPS, aclcap
+
+
+def rows(run) -> dict[str, dict]:
+    return {r["op"]: r for r in run.json()["results"]}
+
+
+def test_bundled_library_passes():
+    run = aclcap("check-meta", "--device", "cpu", "--json", "-")
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["tool"] == "aclcap" and doc["command"] == "check-meta" and doc["device"] == "cpu"
+    results = rows(run)
+    assert set(results) == {f"aclcap::{n}.default" for n in (
+        "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
+        "get_masked_input_and_mask", "reshape_and_cache")}
+    assert all(r["status"] == "pass" and r["kernels"] == ["CPU"] for r in results.values())
+    assert results["aclcap::silu_and_mul.default"]["meta_source"].startswith("C++ Meta kernel")
+    assert "ops/meta.py" in results["aclcap::rms_norm.default"]["meta_source"]
+    assert doc["summary"]["pass"] == 6
+    assert "6 ops: 6 pass, 0 missing meta, 0 failing, 0 not exercised" in run.stderr
+
+
+@pytest.fixture(scope="module")
+def badops_run():
+    return aclcap("check-meta", "--lib", str(BADOPS), "--namespace", "aclcap_test",
+                  "--json", "-")
+
+
+def test_each_planted_defect_is_named(badops_run):
+    assert badops_run.code == 1
+    r = rows(badops_run)
+    assert r["aclcap_test::good.default"]["status"] == "pass"
+    assert r["aclcap_test::no_meta.default"]["status"] == "missing"
+    assert r["aclcap_test::no_meta.default"]["meta_source"] == "MISSING"
+    wrong = r["aclcap_test::wrong_shape.default"]
+    assert wrong["status"] == "fail"
+    assert any("fake impl output 0" in x and "[3, 4]" in x for x in wrong["reasons"])
+    unmarked = r["aclcap_test::unmarked_write.default"]
+    assert unmarked["status"] == "fail"
+    assert "writes `y` but the schema does not mark it mutable" in unmarked["reasons"][0]
+    assert r["aclcap_test::no_samples.default"]["status"] == "not_exercised"
+
+
+def test_over_marked_argument_warns_and_strict_fails(badops_run):
+    over = rows(badops_run)["aclcap_test::over_marked.default"]
+    assert over["status"] == "pass"
+    assert over["reasons"][0].startswith("warning: marks `x` mutable but never writes it")
+    strict = aclcap("check-meta", "--lib", str(BADOPS), "--namespace", "aclcap_test",
+                    "--strict", "--json", "-")
+    assert rows(strict)["aclcap_test::over_marked.default"]["status"] == "fail"
+
+
+def test_trivial_generated_fake_is_its_own_category(badops_run):
+    op = rows(badops_run)["aclcap_test::no_meta_inplace.default"]
+    assert op["meta_source"].startswith("none; torch generates a trivial fake")
+    assert op["status"] == "pass"
+    assert "fails on the meta device" in op["reasons"][0]
+
+
+def test_segfault_and_hang_are_isolated():
+    run = aclcap("check-meta", "--lib", str(BADOPS), "--namespace", "aclcap_crash",
+                 "--timeout", "5", "--json", "-")
+    assert run.code == 1
+    r = rows(run)
+    assert r["aclcap_crash::segfault.default"]["status"] == "crashed"
+    assert r["aclcap_crash::segfault.default"]["reasons"] == ["crashed (signal 11: SIGSEGV)"]
+    assert r["aclcap_crash::hang.default"]["status"] == "timeout"
+    assert r["aclcap_crash::hang.default"]["reasons"] == ["timed out (5 s)"]
+
+
+def test_emit_stubs_round_trip(tmp_path):
+    stubs = tmp_path / "stubs.py"
+    first = aclcap("check-meta", "--lib", str(BADOPS), "--namespace", "aclcap_test",
+                   "--emit-stubs", str(stubs))
+    assert first.code == 1
+    text = stubs.read_text()
+    assert '@torch.library.register_fake("aclcap_test::no_meta")' in text
+    assert "TODO: output 0 is guessed as empty_like(x)" in text
+    again = aclcap("check-meta", "--lib", str(BADOPS), "--lib", str(stubs),
+                   "--namespace", "aclcap_test", "--json", "-")
+    r = rows(again)
+    assert r["aclcap_test::no_meta.default"]["status"] == "pass"  # the guess was right
+    assert r["aclcap_test::no_meta_inplace.default"]["status"] == "pass"  # exact stub
+    rowsum = r["aclcap_test::no_meta_rowsum.default"]  # the guess was wrong: named
+    assert rowsum["status"] == "fail"
+    assert "fake impl output 0" in rowsum["reasons"][0]
+    assert str(stubs) in rowsum["meta_source"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--lib", "no/such/lib.so"), "op library no/such/lib.so not found"),
+    (("--lib", "no_such_module_xyz"), "op library 'no_such_module_xyz' not found"),
+    (("--device", "tpu"), "unknown device 'tpu'"),
+    (("--device", "cuda"), "cuda: "),
+    (("--emit-stubs", "/no/such/dir/x.py"), "folder /no/such/dir does not exist"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    run = aclcap("check-meta", *args)
+    assert run.code == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_library_that_fails_to_import_is_one_line(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom at import')\n")
+    run = aclcap("check-meta", "--lib", str(broken))
+    assert run.code == 2
+    assert run.stderr.strip().splitlines() == [
+        f"error: op library {broken} failed to load: RuntimeError: boom at import"]
+
+
+def test_debug_shows_traceback():
+    run = aclcap("--debug", "check-meta", "--lib", "no/such/lib.so")
+    assert run.code != 0 and "Traceback" in run.stderr

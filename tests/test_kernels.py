@@ -1,0 +1,133 @@
+"""Each bundled kernel against its plain-PyTorch reference, on random shapes (vector-width
+multiples and odd tails) and all three float dtypes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aclcap_ops import reference
+from aclcap_ops.samples import cos_sin_cache
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# (tokens, hidden): one token, odd tails, a wide row, many rows over both threads.
+SHAPES = ((1, 64), (3, 100), (7, 1), (17, 4096), (257, 33))
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    # The kernels and references both compute in float32; they differ only in summation
+    # order and one rounding to the output dtype.
+    if expected.dtype == torch.float32:
+        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+    else:
+        torch.testing.assert_close(actual, expected)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_rms_norm(bundled, dtype, shape):
+    x = torch.randn(shape, dtype=dtype)
+    w = torch.randn(shape[-1], dtype=dtype)
+    assert_close(bundled.rms_norm(x, w, 1e-6), reference.rms_norm(x, w, 1e-6))
+
+
+def test_rms_norm_non_contiguous_and_3d(bundled):
+    x = torch.randn(4, 6, 64).transpose(0, 1)
+    w = torch.randn(64)
+    out = bundled.rms_norm(x, w, 1e-5)
+    assert out.is_contiguous()
+    assert_close(out, reference.rms_norm(x, w, 1e-5))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fused_add_rms_norm(bundled, dtype, shape):
+    x = torch.randn(shape, dtype=dtype)
+    residual = torch.randn(shape, dtype=dtype)
+    w = torch.randn(shape[-1], dtype=dtype)
+    ref_x, ref_res = x.clone(), residual.clone()
+    bundled.fused_add_rms_norm(x, residual, w, 1e-6)
+    reference.fused_add_rms_norm(ref_x, ref_res, w, 1e-6)
+    assert_close(residual, ref_res)
+    assert_close(x, ref_x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("is_neox", (True, False))
+@pytest.mark.parametrize(
+    "tokens,q_heads,k_heads,head_size,rot_dim",
+    ((1, 4, 4, 64, 64), (9, 8, 2, 128, 128), (5, 3, 1, 80, 32), (33, 2, 2, 16, 16)),
+)
+def test_rotary_embedding(bundled, dtype, is_neox, tokens, q_heads, k_heads, head_size, rot_dim):
+    positions = torch.randint(0, 128, (tokens,))
+    q = torch.randn(tokens, q_heads * head_size, dtype=dtype)
+    k = torch.randn(tokens, k_heads * head_size, dtype=dtype)
+    table = cos_sin_cache(128, rot_dim, "cpu", dtype)
+    ref_q, ref_k = q.clone(), k.clone()
+    bundled.rotary_embedding(positions, q, k, head_size, table, is_neox)
+    reference.rotary_embedding(positions, ref_q, ref_k, head_size, table, is_neox)
+    assert_close(q, ref_q)
+    assert_close(k, ref_k)
+
+
+def test_rotary_embedding_rejects_out_of_range_position(bundled):
+    q = torch.randn(1, 64)
+    with pytest.raises(RuntimeError, match="outside cos_sin_cache"):
+        bundled.rotary_embedding(torch.tensor([9]), q, q.clone(), 64,
+                                 cos_sin_cache(8, 64, "cpu", torch.float32), True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", ((1, 128), (3, 100), (7, 2), (65, 8192), (2, 5, 66)))
+def test_silu_and_mul(bundled, dtype, shape):
+    x = torch.randn(shape, dtype=dtype) * 4
+    assert_close(bundled.silu_and_mul(x), reference.silu_and_mul(x))
+
+
+@pytest.mark.parametrize("index_dtype", (torch.int32, torch.int64))
+@pytest.mark.parametrize("tokens", (1, 37, 5000))
+def test_get_masked_input_and_mask(bundled, index_dtype, tokens):
+    ids = torch.randint(0, 1200, (tokens,), dtype=index_dtype)
+    args = (100, 600, 8, 1000, 1100)
+    masked, mask = bundled.get_masked_input_and_mask(ids, *args)
+    ref_masked, ref_mask = reference.get_masked_input_and_mask(ids, *args)
+    assert masked.dtype == index_dtype and mask.dtype == torch.bool
+    torch.testing.assert_close(masked, ref_masked)
+    torch.testing.assert_close(mask, ref_mask)
+
+
+def test_get_masked_input_and_mask_known_values(bundled):
+    # Original shard [10, 20), 2 padding rows, added shard [30, 35) placed after them.
+    ids = torch.tensor([5, 10, 19, 20, 30, 34, 35])
+    masked, mask = bundled.get_masked_input_and_mask(ids, 10, 20, 2, 30, 35)
+    assert masked.tolist() == [0, 0, 9, 0, 12, 16, 0]
+    assert mask.tolist() == [True, False, False, True, False, False, True]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tokens,blocks,block_size,heads,head_size",
+                         ((1, 2, 16, 4, 64), (13, 4, 8, 2, 33), (64, 8, 16, 8, 128)))
+def test_reshape_and_cache(bundled, dtype, tokens, blocks, block_size, heads, head_size):
+    key = torch.randn(tokens, heads, head_size, dtype=dtype)
+    value = torch.randn_like(key)
+    k_cache = torch.randn(blocks, block_size, heads, head_size, dtype=dtype)
+    v_cache = torch.randn_like(k_cache)
+    slots = torch.randperm(blocks * block_size)[:tokens]
+    slots[::3] = -1  # padded tokens leave the cache alone
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    bundled.reshape_and_cache(key, value, k_cache, v_cache, slots)
+    reference.reshape_and_cache(key, value, ref_k, ref_v, slots)
+    torch.testing.assert_close(k_cache, ref_k, atol=0, rtol=0)
+    torch.testing.assert_close(v_cache, ref_v, atol=0, rtol=0)
+
+
+def test_reshape_and_cache_rejects_slot_outside_cache(bundled):
+    key = torch.randn(1, 1, 8)
+    cache = torch.zeros(1, 4, 1, 8)
+    with pytest.raises(RuntimeError, match="outside the cache"):
+        bundled.reshape_and_cache(key, key, cache, cache.clone(), torch.tensor([4]))
