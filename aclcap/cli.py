@@ -151,6 +151,75 @@ def check_meta(
     raise typer.Exit(result.exit_code)
 
 
+DeviceOpt = Annotated[str, typer.Option(
+    help="auto (npu > cuda > cpu), cpu (AOTInductor), cuda (CUDA graphs) or npu (aclgraph).")]
+DtypeOpt = Annotated[str, typer.Option(help="float32, bfloat16 or float16.")]
+ShapesOpt = Annotated[str | None, typer.Option(
+    "--shapes", metavar="1,2,4,8", help="Sizes (tokens per step) to capture; default: the "
+    "model file's SHAPES, else 1,2,4,8.")]
+
+
+def _quiet_torch() -> None:
+    """torch.compile logs every graph break as a warning and torch.export dumps the graph on
+    failure; the report lists each once, so they are silenced unless --debug."""
+    if not _debug:
+        import logging
+        import warnings
+
+        import torch
+
+        torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR,
+                                export=logging.CRITICAL)
+        warnings.filterwarnings("ignore", category=FutureWarning, module="copyreg")
+
+
+@app.command()
+def capture(
+    model: Annotated[Path, typer.Argument(metavar="MODEL.py", help="A model file: defines "
+                     "build_model(device, dtype) and make_inputs(size, device, dtype).")],
+    shapes: ShapesOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    fullgraph: Annotated[bool, typer.Option("--fullgraph", help="Fail on any graph break.")
+                         ] = False,
+    pad: Annotated[bool, typer.Option("--pad", help="Also replay every size between capture "
+                   "sizes, padded up to the next capture size, against unpadded eager.")] = False,
+    bisect: Annotated[bool, typer.Option("--bisect", help="On a mismatch, name the first node "
+                      "of the traced graph whose compiled output diverges from eager.")] = False,
+    json_path: JsonOpt = None,
+) -> None:
+    """Trace MODEL.py with torch.compile (graph breaks, custom ops in and out of graphs),
+    capture one graph per size (aclgraph / cudagraph / aoti), replay on fresh inputs and
+    compare outputs and mutated inputs with eager. Exit 1 on any mismatch or capture
+    failure, or a graph break with --fullgraph."""
+    from aclcap import report
+    from aclcap.capture import run_capture
+    from aclcap.model import parse_shapes
+
+    sizes = parse_shapes(shapes) if shapes is not None else None
+    _quiet_torch()
+    with _progress() as progress:
+        task = progress.add_task("loading the model file", total=None)
+
+        def advance(message: str, done: int, total: int) -> None:
+            progress.update(task, description=message, completed=done, total=total)
+
+        result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect, advance)
+    if json_path:
+        report.write_json(json_path, report.document(
+            "capture", result.device, result.result_rows(), model=str(model),
+            dtype=result.dtype, mechanism=result.mechanism, trace=result.trace.to_dict(),
+            backend=result.backend, bisect=result.bisect))
+    console = report.console_for(json_path)
+    console.print(report.capture_table(result))
+    console.print(report.mechanism_line(result), highlight=False)
+    for line in report.trace_lines(result):
+        console.print(line, highlight=False, markup=False)
+    if fullgraph and result.trace.graph_breaks:
+        console.print("[red]--fullgraph: the model does not trace as one graph[/]")
+    raise typer.Exit(result.exit_code)
+
+
 def main() -> None:
     """Console entry point: one-line errors, exit 2, unless --debug."""
     try:

@@ -102,6 +102,23 @@ def _compare_meta(out: CheckOutcome, where: str, meta: Any, real: Any) -> None:
                      key=f"{where}:{i}")
 
 
+def fake_mismatches(op: Any, sample: SampleInput, real: Any,
+                    out: CheckOutcome | None = None) -> CheckOutcome:
+    """Run the op's fake impl on fake copies of `sample` and compare its outputs' shape,
+    dtype and strides with the real kernel's outputs `real`."""
+    out = out if out is not None else CheckOutcome()
+    try:
+        with FakeTensorMode() as mode:
+            args, kwargs = tree_map_only(torch.Tensor, mode.from_tensor,
+                                         (sample.args, sample.kwargs))
+            fake = op(*args, **kwargs)
+    except Exception as exc:
+        out.fail(f"fake impl raised {first_line(exc)}", key="fake")
+        return out
+    _compare_meta(out, "fake impl", fake, real)
+    return out
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -137,15 +154,7 @@ class _OpChecker:
         return real, (args, kwargs)
 
     def check_fake(self, sample: SampleInput, real: Any) -> None:
-        try:
-            with FakeTensorMode() as mode:
-                args, kwargs = tree_map_only(torch.Tensor, mode.from_tensor,
-                                             (sample.args, sample.kwargs))
-                fake = self.op(*args, **kwargs)
-        except Exception as exc:
-            self.out.fail(f"fake impl raised {first_line(exc)}", key="fake")
-            return
-        _compare_meta(self.out, "fake impl", fake, real)
+        fake_mismatches(self.op, sample, real, self.out)
 
     def check_meta_device(self, sample: SampleInput) -> None:
         try:

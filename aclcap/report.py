@@ -13,6 +13,7 @@ from rich.table import Table
 
 import aclcap
 from aclcap.build import BuildReport
+from aclcap.capture import CaptureReport, CaptureRow
 from aclcap.errors import UsageError
 from aclcap.metacheck import MetaReport
 
@@ -80,3 +81,70 @@ def meta_table(report: MetaReport) -> Table:
 def console_for(json_path: str | None) -> Console:
     """Tables go to stderr when the JSON document takes stdout."""
     return Console(stderr=json_path == "-")
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def _mib(value: int | None) -> str:
+    return "—" if value is None else f"{value / 2**20:.2f}"
+
+
+def capture_table(report: CaptureReport) -> Table:
+    table = Table(title=f"aclcap capture {report.model}: {report.mechanism} on {report.device}, "
+                        f"{report.dtype}")
+    for col, justify in (("size", "right"), ("mechanism", "left"), ("capture (ms)", "right"),
+                         ("memory (MiB)", "right"), ("max abs err", "right"),
+                         ("max rel err", "right"), ("status", "left"), ("reasons", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    previous: CaptureRow | None = None
+    for r in report.rows:
+        size = f"{r.size} → {r.padded_to} (padded)" if r.padded_to else str(r.size)
+        reasons = "\n".join(r.reasons)
+        if previous is not None and r.reasons and r.reasons == previous.reasons:
+            reasons = f"(as size {previous.size})"
+        else:
+            previous = r
+        capture_ms = None if r.capture_us is None else r.capture_us / 1000
+        table.add_row(size, r.mechanism, _num(capture_ms, ".1f"), _mib(r.memory_bytes),
+                      _num(r.max_abs_err, ".3g"), _num(r.max_rel_err, ".3g"), _status(r.status),
+                      reasons)
+    return table
+
+
+def mechanism_line(report: CaptureReport) -> str:
+    """Which mechanism ran, said in words (the brief: output must always say so)."""
+    facts = report.backend
+    if report.mechanism == "aoti":
+        if "artifact" not in facts:
+            return "mechanism: aoti (AOTInductor, one artifact for all sizes): not built"
+        cache = "cache hit" if facts["cache_hit"] else f"compiled in {facts['compile_s']:.1f} s"
+        return (f"mechanism: aoti (AOTInductor, one artifact for all sizes; no device graphs "
+                f"exist on a CPU): {_short_paths(facts['artifact'])}, "
+                f"{facts['artifact_bytes'] / 2**20:.1f} MiB, {cache}")
+    api = facts.get("graph_api", "device graph")
+    return (f"mechanism: {report.mechanism} via {api}, step compiled with "
+            f"torch.compile(backend={facts.get('compile_backend')!r}), one shared pool")
+
+
+def trace_lines(report: CaptureReport) -> list[str]:
+    trace = report.trace
+    lines = [f"trace: {trace.graph_count} graph(s), {len(trace.graph_breaks)} graph break(s), "
+             f"ops per graph {trace.ops_per_graph}"]
+    for br in trace.graph_breaks:
+        lines.append(f"  break at {_short_paths(br.file)}:{br.line}: {br.reason}")
+    lines.append("custom ops in graph: " + (", ".join(trace.custom_ops_in_graph) or "none"))
+    for op in trace.custom_ops_outside_graph:
+        lines.append(f"custom op outside any graph: {op['op']}: {op['reason']}")
+    for op in trace.custom_ops_wrong_meta:
+        lines.append(f"custom op with a wrong meta impl: {op['op']}: {op['reason']}")
+    if report.bisect is not None:
+        b = report.bisect
+        if b.get("node"):
+            lines.append(f"bisect: first diverging node `{b['node']}` ({b['op']}, shape "
+                         f"{b['shape']}) at {b['source']}: max abs err {b['max_abs_err']:.3g}"
+                         + (f", error {b['error']}" if b.get("error") else ""))
+        else:
+            lines.append(f"bisect: {b['error']}")
+    return lines

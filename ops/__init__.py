@@ -10,4 +10,6 @@ from aclcap.build import ensure_cpu_library
 
 torch.ops.load_library(str(ensure_cpu_library()))
 
-from aclcap_ops import meta, samples  # noqa: E402,F401  (registration side effects)
+from aclcap_ops import device_fallback, meta, samples  # noqa: E402,F401  (registrations)
+
+device_fallback.register()

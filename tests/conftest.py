@@ -12,6 +12,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One AOTI cache per test session: the first capture of a model compiles, later ones
+    (and the cache-hit test) reuse it; runs never see a developer's own cache."""
+    if "ACLCAP_CACHE_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["ACLCAP_CACHE_DIR"] = tempfile.mkdtemp(prefix="aclcap-test-cache-")
 BADOPS = ROOT / "tests" / "fixtures" / "badops.py"
 
 

@@ -1,0 +1,218 @@
+"""aclcap capture: trace a model, capture one graph per size with the device's mechanism,
+replay on fresh inputs and prove the replay matches eager (outputs and mutated inputs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from aclcap.backends import backend_for
+from aclcap.backends.base import Captured, CaptureError
+from aclcap.compare import Comparison, compare, tolerance_for
+from aclcap.devices import resolve_device
+from aclcap.errors import UsageError
+from aclcap.model import ModelSpec, build, inputs, load_model_file, size_dims
+from aclcap.trace import TraceReport, trace_model
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise UsageError(f"--dtype {name!r}: choose one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+@dataclass
+class CaptureRow:
+    """One row of the capture table (../shared/README.md section 3)."""
+
+    size: int
+    mechanism: str
+    capture_us: float | None
+    memory_bytes: int | None
+    max_abs_err: float | None
+    max_rel_err: float | None
+    status: str
+    reasons: list[str] = field(default_factory=list)
+    padded_to: int | None = None  # --pad rows: the capture size this size replayed on
+
+
+@dataclass
+class CaptureReport:
+    model: str
+    device: str
+    dtype: str
+    mechanism: str
+    rows: list[CaptureRow]
+    trace: TraceReport
+    fullgraph: bool
+    backend: dict[str, Any] = field(default_factory=dict)
+    bisect: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        failed = any(r.status != "pass" for r in self.rows)
+        return 1 if failed or (self.fullgraph and self.trace.graph_breaks) else 0
+
+    def result_rows(self) -> list[dict]:
+        return [asdict(r) for r in self.rows]
+
+
+def _clone(args: tuple) -> tuple:
+    return tuple(t.clone() for t in args)
+
+
+def _labelled(outputs: Any, args: tuple, mutated: list[int]) -> dict[str, Any]:
+    leaves = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    labelled: dict[str, Any] = {f"output {i}": o for i, o in enumerate(leaves)}
+    labelled.update({f"input {i} (mutated)": args[i] for i in mutated})
+    return labelled
+
+
+def _eager(model: torch.nn.Module, args: tuple) -> tuple[Any, tuple, list[int]]:
+    """Eager outputs, the inputs after the step, and which of them the step mutated."""
+    after = _clone(args)
+    with torch.no_grad():
+        out = model(*after)
+    mutated = [i for i, (a, b) in enumerate(zip(args, after, strict=True)) if not torch.equal(a, b)]
+    return out, after, mutated
+
+
+def _check(model: torch.nn.Module, cap: Captured, args: tuple, tol: dict[str, float]
+           ) -> Comparison:
+    """Replay on `args` (fresh) and compare with eager on the same values."""
+    want_out, want_args, mutated = _eager(model, args)
+    got_args = _clone(args)
+    got_out = cap.replay(got_args)
+    return compare(_labelled(want_out, want_args, mutated),
+                   _labelled(got_out, got_args, mutated), tol)
+
+
+def pad_to(args: tuple, dims: list[list[int]], size: int, target: int) -> tuple:
+    """Pad every size dim from `size` to `target` by repeating the last token: a padded
+    token recomputes and rewrites exactly what the last real one does, so it leaves the KV
+    cache as the unpadded step would (vLLM points padded tokens at a pad slot instead; this
+    works for any model without knowing which input is the slot mapping)."""
+    padded = []
+    for t, ds in zip(args, dims, strict=True):
+        for d in ds:
+            tail = t.narrow(d, size - 1, 1).expand(*[target - size if i == d else -1
+                                                     for i in range(t.dim())])
+            t = torch.cat((t, tail), dim=d)
+        padded.append(t.contiguous())
+    return tuple(padded)
+
+
+def unpad(args: tuple, dims: list[list[int]], size: int) -> tuple:
+    """The inverse of pad_to: each size dim cut back to `size`."""
+    cut = []
+    for t, ds in zip(args, dims, strict=True):
+        for d in ds:
+            t = t.narrow(d, 0, size)
+        cut.append(t)
+    return tuple(cut)
+
+
+def _cut_outputs(outputs: Any, size: int, target: int) -> Any:
+    leaves = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    cut = tuple(o[:size] if isinstance(o, torch.Tensor) and o.dim() and o.shape[0] == target
+                else o for o in leaves)
+    return cut if isinstance(outputs, (tuple, list)) else cut[0]
+
+
+def _pad_rows(model: torch.nn.Module, spec: ModelSpec, captured: dict[int, Captured],
+              dims: list[list[int]], mechanism: str, device: str, dtype: torch.dtype,
+              tol: dict[str, float]) -> list[CaptureRow]:
+    rows = []
+    sizes = sorted(captured)
+    for size in range(sizes[0] + 1, sizes[-1]):
+        if size in captured:
+            continue
+        target = next(s for s in sizes if s > size)
+        args = inputs(spec, size, device, dtype)
+        want_out, want_args, mutated = _eager(model, args)
+        got_args = pad_to(args, dims, size, target)
+        got_out = captured[target].replay(got_args)
+        result = compare(_labelled(want_out, want_args, mutated),
+                         _labelled(_cut_outputs(got_out, size, target),
+                                   unpad(got_args, dims, size), mutated), tol)
+        rows.append(CaptureRow(size, mechanism, None, None, result.max_abs_err,
+                               result.max_rel_err, "pass" if result.ok else "fail",
+                               result.reasons, padded_to=target))
+    return rows
+
+
+def run_capture(
+    model_path: str,
+    shapes: list[int] | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    fullgraph: bool = False,
+    pad: bool = False,
+    bisect: bool = False,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> CaptureReport:
+    """The whole capture pipeline of one model file; bad input raises UsageError.
+    `on_progress(message, done, total)` is told each step: trace, capture and replay per
+    size, padded sizes, bisection."""
+    torch_dtype = parse_dtype(dtype)
+    resolved = resolve_device(device)
+    spec = load_model_file(model_path)
+    sizes = sorted(set(shapes or spec.shapes))
+    model = build(spec, resolved, torch_dtype)
+    tol = tolerance_for(torch_dtype, spec.tolerance)
+    total = 1 + 2 * len(sizes) + pad + bisect
+    done = 0
+
+    def step(message: str) -> None:
+        nonlocal done
+        if on_progress:
+            on_progress(message, done, total)
+        done += 1
+
+    step("tracing with torch.compile")
+    trace = trace_model(model, inputs(spec, max(sizes), resolved, torch_dtype), spec.path)
+    backend = backend_for(resolved)
+    report = CaptureReport(spec.name, resolved, dtype, backend.mechanism, [], trace, fullgraph)
+    try:
+        captured = backend.capture(model, spec, sizes, resolved, torch_dtype,
+                                   on_size=lambda s: step(f"capturing size {s} "
+                                                          f"({backend.mechanism})"))
+    except CaptureError as exc:
+        report.rows = [CaptureRow(s, backend.mechanism, None, None, None, None, "fail",
+                                  [str(exc)]) for s in sizes]
+        report.backend = backend.summary()
+        return report
+    report.backend = backend.summary()
+    by_size = {c.size: c for c in captured}
+    for size in sizes:
+        step(f"replaying size {size} and comparing with eager")
+        cap = by_size[size]
+        result = _check(model, cap, inputs(spec, size, resolved, torch_dtype), tol)
+        report.rows.append(CaptureRow(size, backend.mechanism, cap.capture_us, cap.memory_bytes,
+                                      result.max_abs_err, result.max_rel_err,
+                                      "pass" if result.ok else "fail", result.reasons))
+    for row in report.rows:  # graph mode built on a wrong fake cannot be trusted
+        for bad in trace.custom_ops_wrong_meta:
+            row.status = "fail"
+            row.reasons.append(f"{bad['op']} has a wrong meta impl: {bad['reason']}")
+    if pad:
+        step("replaying padded sizes")
+        dims = size_dims(spec, resolved, torch_dtype)
+        report.rows += _pad_rows(model, spec, by_size, dims, backend.mechanism, resolved,
+                                 torch_dtype, tol)
+        report.rows.sort(key=lambda r: r.size)
+    if bisect and any(r.status == "fail" for r in report.rows):
+        from aclcap.bisect import bisect_model
+
+        step("bisecting the first diverging node")
+        failing = next(r for r in report.rows if r.status == "fail")
+        report.bisect = bisect_model(model, inputs(spec, failing.padded_to or failing.size,
+                                                   resolved, torch_dtype),
+                                     size_dims(spec, resolved, torch_dtype), tol, spec.path)
+    step("done")
+    return report

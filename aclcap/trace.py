@@ -1,0 +1,130 @@
+"""Trace a model with torch.compile's frontend (torch._dynamo.explain) and say what landed in
+a graph: graph count, every break with the user's source line, op count per graph, and the
+custom ops inside graphs vs those left to run eagerly between them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map_only
+
+from aclcap.metachecks import fake_mismatches
+from aclcap.registry import MISSING, list_ops
+from aclcap.samples import SampleInput
+
+# Namespaces that ship with torch: everything else is a custom op.
+BUILTIN_NAMESPACES = {"aten", "prim", "prims", "higher_order", "_c10d_functional",
+                      "c10d_functional", "profiler", "inductor"}
+
+
+@dataclass
+class GraphBreak:
+    reason: str
+    file: str
+    line: int
+
+
+@dataclass
+class TraceReport:
+    graph_count: int
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    ops_per_graph: list[int] = field(default_factory=list)
+    custom_ops_in_graph: list[str] = field(default_factory=list)
+    custom_ops_outside_graph: list[dict[str, str]] = field(default_factory=list)
+    custom_ops_wrong_meta: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _custom_name(target: Any) -> str | None:
+    """ns::name of a custom op target (overload or packet), else None."""
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        qualified = target._qualified_op_name if isinstance(
+            target, torch._ops.OpOverloadPacket) else target._schema.name
+        ns = qualified.split("::", 1)[0]
+        return qualified if ns not in BUILTIN_NAMESPACES else None
+    return None
+
+
+class _CustomOpRecorder(TorchDispatchMode):
+    """Records the custom ops an eager run calls (to find those no graph holds) and each
+    one's first call with its outputs (to check its fake impl on real arguments)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+        self.first_calls: dict[str, tuple[Any, SampleInput, Any]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = _custom_name(func)
+        kwargs = kwargs or {}
+        if name and name not in self.seen:
+            self.seen.append(name)
+            sample = SampleInput(*tree_map_only(torch.Tensor, torch.clone, (args, kwargs)))
+            out = func(*args, **kwargs)
+            self.first_calls[name] = (func, sample, tree_map_only(torch.Tensor, torch.clone, out))
+            return out
+        return func(*args, **kwargs)
+
+
+def _break_site(stack: list, model_file: Path | None) -> tuple[str, int]:
+    frames = list(stack or [])
+    if model_file is not None:
+        inside = [f for f in frames if Path(f.filename).resolve() == model_file.resolve()]
+        frames = inside or frames
+    if not frames:
+        return "<unknown>", 0
+    return frames[-1].filename, frames[-1].lineno or 0
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+
+
+def trace_model(model: torch.nn.Module, inputs: tuple, model_file: Path | None = None
+                ) -> TraceReport:
+    """Run torch._dynamo.explain over one call and an eager call under a recorder."""
+    clone = lambda: tuple(t.clone() for t in inputs)  # noqa: E731  (runs mutate inputs)
+    with torch.no_grad():
+        recorder = _CustomOpRecorder()
+        with recorder:
+            model(*clone())
+        explained = torch._dynamo.explain(model)(*clone())
+    breaks, seen = [], set()
+    for br in explained.break_reasons:
+        file, line = _break_site(br.user_stack, model_file)
+        key = (_first_line(br.reason), file, line)
+        if key not in seen:
+            seen.add(key)
+            breaks.append(GraphBreak(key[0], file, line))
+    in_graph: list[str] = []
+    for ops in explained.ops_per_graph:
+        for target in ops:
+            name = _custom_name(target)
+            if name and name not in in_graph:
+                in_graph.append(name)
+    outside = [name for name in recorder.seen if name not in in_graph]
+    meta_missing = {o.dispatcher_name.split(".")[0] for o in list_ops(
+        sorted({n.split("::")[0] for n in outside})) if o.meta_kind == MISSING}
+    wrong_meta = []
+    for name in in_graph:
+        if name in recorder.first_calls:
+            op, sample, real = recorder.first_calls[name]
+            for reason in fake_mismatches(op, sample, real).reasons:
+                wrong_meta.append({"op": name, "reason": reason})
+    where = f" (graph break at {Path(breaks[0].file).name}:{breaks[0].line})" if breaks else ""
+    return TraceReport(
+        graph_count=explained.graph_count,
+        graph_breaks=breaks,
+        ops_per_graph=[len(ops) for ops in explained.ops_per_graph],
+        custom_ops_in_graph=in_graph,
+        custom_ops_outside_graph=[
+            {"op": name, "reason": "no meta impl: run `aclcap check-meta`" if name in
+             meta_missing else f"runs eagerly between graphs{where}"} for name in outside],
+        custom_ops_wrong_meta=wrong_meta,
+    )

@@ -1,0 +1,153 @@
+"""aclcap capture on the cpu backend (AOTInductor), end to end through the CLI; the device
+backends run only where their device exists (scripts/device_check.sh on a lent GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aclcap.devices import unavailable_reason
+from tests.conftest import ROOT, aclcap
+
+TINY = str(ROOT / "examples" / "tiny_llama.py")
+MODELS = ROOT / "tests" / "models"
+
+
+def capture(*args: str):
+    return aclcap("capture", *args, "--json", "-")
+
+
+@pytest.fixture(scope="module")
+def tiny_fp32():
+    """The first run compiles; the second must find the artifact in the cache."""
+    return capture(TINY, "--shapes", "1,2,4", "--device", "cpu"), \
+        capture(TINY, "--shapes", "1,2,4", "--device", "cpu")
+
+
+def test_tiny_llama_float32_matches_eager(tiny_fp32):
+    run = tiny_fp32[0]
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["command"] == "capture" and doc["device"] == "cpu"
+    assert [r["size"] for r in doc["results"]] == [1, 2, 4]
+    for r in doc["results"]:
+        assert r["mechanism"] == "aoti" and r["status"] == "pass"
+        assert r["max_abs_err"] < 1e-4 and r["memory_bytes"] > 0 and r["capture_us"] > 0
+    trace = doc["trace"]
+    assert trace["graph_count"] == 1 and trace["graph_breaks"] == []
+    assert set(trace["custom_ops_in_graph"]) == {f"aclcap::{n}" for n in (
+        "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
+        "get_masked_input_and_mask", "reshape_and_cache")}
+    assert "mechanism: aoti (AOTInductor" in run.stderr
+
+
+def test_second_run_hits_the_cache(tiny_fp32):
+    first, second = (r.json()["backend"] for r in tiny_fp32)
+    assert second["cache_hit"] is True and second["compile_s"] < first["compile_s"]
+    assert second["artifact"] == first["artifact"]
+    assert "cache hit" in tiny_fp32[1].stderr
+
+
+def test_tiny_llama_bfloat16_matches_eager():
+    run = capture(TINY, "--shapes", "1,2,4", "--device", "cpu", "--dtype", "bfloat16")
+    assert run.code == 0, run.stderr
+    assert all(r["status"] == "pass" for r in run.json()["results"])
+
+
+def test_pad_replays_sizes_between_capture_sizes():
+    run = capture(TINY, "--shapes", "1,2,4,8", "--device", "cpu", "--pad")
+    assert run.code == 0, run.stderr
+    padded = {r["size"]: r["padded_to"] for r in run.json()["results"] if r["padded_to"]}
+    assert padded == {3: 4, 5: 8, 6: 8, 7: 8}
+    assert all(r["status"] == "pass" for r in run.json()["results"])
+
+
+def test_graph_break_is_reported_with_its_line():
+    run = capture(str(ROOT / "examples" / "graph_break.py"), "--device", "cpu")
+    assert run.code == 1
+    trace = run.json()["trace"]
+    breaks = {(b["file"].split("/")[-1], b["line"]) for b in trace["graph_breaks"]}
+    assert ("graph_break.py", 29) in breaks  # the `.item()` branch
+    assert any("item()" in b["reason"] for b in trace["graph_breaks"])
+    assert trace["custom_ops_outside_graph"] == [
+        {"op": "aclcap_example::scale_rows", "reason": "no meta impl: run `aclcap check-meta`"}]
+    assert "aclcap::rms_norm" in trace["custom_ops_in_graph"]
+
+
+def test_fullgraph_turns_a_break_into_failure():
+    run = aclcap("capture", str(ROOT / "examples" / "graph_break.py"), "--device", "cpu",
+                 "--fullgraph", "--shapes", "2")
+    assert run.code == 1
+    assert "--fullgraph: the model does not trace as one graph" in run.stdout
+
+
+def test_wrong_meta_impl_fails_with_named_reason():
+    run = capture(str(MODELS / "wrong_meta.py"), "--device", "cpu", "--shapes", "2,4")
+    assert run.code == 1
+    doc = run.json()
+    wrong = doc["trace"]["custom_ops_wrong_meta"]
+    assert wrong and wrong[0]["op"] == "aclcap_wrongmeta::first_half"
+    assert "shape [4, 64]" in wrong[0]["reason"] and "[4, 32]" in wrong[0]["reason"]
+    for r in doc["results"]:
+        assert r["status"] == "fail"
+        assert any("aclcap_wrongmeta::first_half has a wrong meta impl" in x for x in r["reasons"])
+
+
+def test_bisect_names_the_planted_node():
+    run = capture(str(MODELS / "diverging.py"), "--device", "cpu", "--dtype", "bfloat16",
+                  "--bisect")
+    assert run.code == 1
+    bisect = run.json()["bisect"]
+    assert bisect["node"] == "sub" and bisect["op"] == "aten.sub.Tensor"
+    assert bisect["source"] == "diverging.py:24"
+    assert "first diverging node `sub`" in run.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (("no/such/model.py",), "model file no/such/model.py not found"),
+    ((TINY, "--shapes", "1,x"), "--shapes '1,x': give a comma-separated list of positive"),
+    ((TINY, "--shapes", "0,2"), "--shapes '0,2'"),
+    ((TINY, "--device", "tpu"), "unknown device 'tpu'"),
+    ((TINY, "--device", "npu"), "npu: torch_npu not installed"),
+    ((TINY, "--dtype", "int8"), "--dtype 'int8': choose one of float32, bfloat16, float16"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    run = aclcap("capture", *args)
+    assert run.code == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], run.stderr
+
+
+@pytest.mark.parametrize("body,message", [
+    ("raise ImportError('no module named flash_attn')\n",
+     "failed to import: ImportError: no module named flash_attn"),
+    ("def make_inputs(size, device, dtype):\n    return ()\n", "does not define build_model()"),
+    ("import torch\ndef build_model(device, dtype):\n    return 3\n"
+     "def make_inputs(size, device, dtype):\n    return (torch.ones(size),)\n",
+     "build_model returned int, not a torch.nn.Module"),
+    ("import torch\ndef build_model(device, dtype):\n    return torch.nn.Identity()\n"
+     "def make_inputs(size, device, dtype):\n    return [1, 2]\n",
+     "make_inputs must return a tuple of tensors"),
+])
+def test_broken_model_file_is_one_line_exit_2(tmp_path, body, message):
+    model = tmp_path / "model.py"
+    model.write_text(body)
+    run = aclcap("capture", str(model), "--device", "cpu", "--shapes", "2")
+    assert run.code == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(model) in lines[0] and message in lines[0], run.stderr
+
+
+@pytest.mark.skipif(unavailable_reason("cuda") is not None,
+                    reason=str(unavailable_reason("cuda")))
+def test_cuda_graph_capture_matches_eager():
+    run = capture(TINY, "--shapes", "1,2,4,8", "--device", "cuda")
+    assert run.code == 0, run.stderr
+    assert {r["mechanism"] for r in run.json()["results"]} == {"cudagraph"}
+
+
+@pytest.mark.skipif(unavailable_reason("npu") is not None,
+                    reason=str(unavailable_reason("npu")))
+def test_aclgraph_capture_matches_eager():
+    run = capture(TINY, "--shapes", "1,2,4,8", "--device", "npu")
+    assert run.code == 0, run.stderr
+    assert {r["mechanism"] for r in run.json()["results"]} == {"aclgraph"}
