@@ -23,7 +23,7 @@ build: install
 	$(BIN)/aclcap build
 
 run: build
-	$(BIN)/aclcap check-meta
+	$(BIN)/aclcap bench
 
 lint: install
 	$(BIN)/ruff check aclcap ops tests scripts

@@ -99,7 +99,9 @@ def build(spec: ModelSpec, device: Any, dtype: Any) -> Any:
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"model file {spec.path}: build_model returned "
                          f"{type(model).__name__}, not a torch.nn.Module")
-    return model
+    # Inference only: without grads torch.compile traces no backward, and no op is asked
+    # for an autograd kernel it does not need.
+    return model.requires_grad_(False)
 
 
 def inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tuple:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 import aclcap
+from aclcap.bench import BenchReport
 from aclcap.build import BuildReport
 from aclcap.capture import CaptureReport, CaptureRow
 from aclcap.errors import UsageError
@@ -147,4 +148,30 @@ def trace_lines(report: CaptureReport) -> list[str]:
                          + (f", error {b['error']}" if b.get("error") else ""))
         else:
             lines.append(f"bisect: {b['error']}")
+    return lines
+
+
+def bench_table(report: BenchReport) -> Table:
+    table = Table(title=f"aclcap bench {report.model}: {report.device}, {report.dtype}, "
+                        f"median of {report.rounds} interleaved rounds")
+    for col in ("size", "mode", "mechanism", "step median (µs)", "step p90 (µs)",
+                "host (µs)", "device (µs)", "launches/step", "speedup vs eager"):
+        table.add_column(col, justify="left" if col in ("mode", "mechanism") else "right")
+    for r in report.rows:
+        table.add_row(str(r.size), r.mode, r.mechanism, f"{r.step_median_us:.1f}",
+                      f"{r.step_p90_us:.1f}", f"{r.host_us:.1f}", _num(r.device_us, ".1f"),
+                      _num(r.launches, "d"), _num(r.speedup_vs_eager, ".2f") + "x")
+    return table
+
+
+def bench_lines(report: BenchReport) -> list[str]:
+    lines = []
+    what = "step time" if report.device == "cpu" else "host time per step"
+    for size, share in report.host_overhead_removed().items():
+        lines.append(f"size {size}: graph replay ({report.mechanism}) removed {share:.0%} of "
+                     f"eager's {what}")
+    if report.device == "cpu":
+        lines.append("on cpu all time is host time: device (µs) is — and host = step time")
+    if report.interrupted:
+        lines.append("interrupted: the table holds the rounds finished before Ctrl-C")
     return lines

@@ -1,0 +1,227 @@
+"""aclcap bench: step time of eager vs torch.compile vs graph replay per size, interleaved
+in rounds in one process so machine drift cancels (../shared/README.md section 5)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aclcap.backends import backend_for
+from aclcap.backends.base import CaptureError
+from aclcap.capture import parse_dtype
+from aclcap.devices import resolve_device
+from aclcap.errors import UsageError
+from aclcap.model import build, inputs, load_model_file
+from aclcap.timing import median_p90, steps_for, time_block
+
+MODES = ("eager", "compiled", "graph")
+WARMUP_STEPS = 3
+
+
+@dataclass
+class BenchRow:
+    """One row of the bench table (../shared/README.md section 3)."""
+
+    size: int
+    mode: str
+    mechanism: str
+    step_median_us: float
+    step_p90_us: float
+    host_us: float
+    device_us: float | None
+    launches: int | None
+    speedup_vs_eager: float | None = None
+    spread: float = 0.0  # p90 / median over rounds
+
+
+@dataclass
+class BenchReport:
+    model: str
+    device: str
+    dtype: str
+    mechanism: str
+    rounds: int
+    rows: list[BenchRow] = field(default_factory=list)
+    interrupted: bool = False
+
+    def result_rows(self) -> list[dict]:
+        return [asdict(r) for r in self.rows]
+
+    def host_overhead_removed(self) -> dict[int, float]:
+        """Per size, the share of eager's host time per step that graph replay removed."""
+        by = {(r.size, r.mode): r for r in self.rows}
+        return {size: 1 - by[(size, "graph")].host_us / by[(size, "eager")].host_us
+                for size, mode in by if mode == "eager" and (size, "graph") in by}
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the ops one eager step dispatches: the launches a host issues without a graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def eager_launches(model: torch.nn.Module, args: tuple) -> int:
+    counter = _OpCounter()
+    fresh = [t.clone() for t in args]  # outside the counter: copies are not the step's ops
+    with torch.no_grad(), counter:
+        model(*fresh)
+    return counter.count
+
+
+def default_model() -> Path:
+    """examples/tiny_llama.py of the checkout aclcap runs from."""
+    from aclcap.build import ops_dir
+
+    path = ops_dir().parent / "examples" / "tiny_llama.py"
+    if not path.exists():
+        raise UsageError("no MODEL.py given and examples/tiny_llama.py is not beside this "
+                         "install: pass the model file to bench")
+    return path
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if not modes or unknown:
+        raise UsageError(f"--modes {text!r}: choose from {', '.join(MODES)} (comma-separated)")
+    return [m for m in MODES if m in modes]
+
+
+def run_bench(
+    model_path: str | None = None,
+    shapes: list[int] | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    modes: list[str] | None = None,
+    rounds: int = 7,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> BenchReport:
+    """Measure every (size, mode); Ctrl-C returns what the finished rounds measured."""
+    if rounds < 5:
+        raise UsageError(f"--rounds {rounds}: at least 5 rounds, so medians and p90 mean "
+                         "something")
+    torch_dtype = parse_dtype(dtype)
+    resolved = resolve_device(device)
+    spec = load_model_file(model_path or default_model())
+    sizes = sorted(set(shapes or spec.shapes))
+    modes = modes or list(MODES)
+    model = build(spec, resolved, torch_dtype)
+    backend = backend_for(resolved)
+    report = BenchReport(spec.name, resolved, dtype, backend.mechanism, rounds)
+    total = len(sizes) * len(modes) + rounds
+    progress = (lambda msg, done: on_progress(msg, done, total)) if on_progress else \
+        (lambda msg, done: None)
+
+    steps: dict[tuple[int, str], Callable[[], object]] = {}
+    launches: dict[tuple[int, str], int | None] = {}
+    captured = {}
+    if "graph" in modes:
+        progress(f"capturing sizes {sizes} ({backend.mechanism})", 0)
+        try:
+            captured = {c.size: c for c in backend.capture(model, spec, sizes, resolved,
+                                                             torch_dtype)}
+        except CaptureError as exc:
+            raise UsageError(f"graph mode: capture failed: {exc} (run `aclcap capture` for "
+                             "the details, or leave graph out of --modes)") from exc
+    compiled = torch.compile(model) if "compiled" in modes else None
+    done = 0
+    for size in sizes:
+        args = inputs(spec, size, resolved, torch_dtype)
+        for mode in modes:
+            progress(f"warming up size {size}, {mode}", done)
+            if mode == "eager":
+                fn: Callable[[], object] = lambda a=args: model(*a)  # noqa: E731
+                launches[(size, mode)] = eager_launches(model, args)
+            elif mode == "compiled":
+                fn = lambda a=args: compiled(*a)  # noqa: E731
+                launches[(size, mode)] = None
+            else:
+                cap = captured[size]
+                fn = lambda c=cap: c.replay(c.static_inputs)  # noqa: E731
+                launches[(size, mode)] = 1  # one graph launch (one AOTI run call on cpu)
+            with torch.no_grad():
+                for _ in range(WARMUP_STEPS):
+                    fn()
+            steps[(size, mode)] = fn
+            done += 1
+
+    with torch.no_grad():
+        blocks = {key: steps_for(fn) for key, fn in steps.items()}
+    samples: dict[tuple[int, str], list] = {key: [] for key in steps}
+    try:
+        for r in range(rounds):
+            progress(f"round {r + 1} of {rounds}", done + r)
+            with torch.no_grad():
+                for key, fn in steps.items():  # every (size, mode) once per round
+                    samples[key].append(time_block(fn, blocks[key], resolved))
+    except KeyboardInterrupt:
+        report.interrupted = True
+    for (size, mode), timed in samples.items():
+        if not timed:
+            continue
+        med, p90 = median_p90([t.step_us for t in timed])
+        host, _ = median_p90([t.host_us for t in timed])
+        dev = median_p90([t.device_us for t in timed])[0] if timed[0].device_us else None
+        report.rows.append(BenchRow(size, mode, "eager" if mode == "eager" else
+                                    "inductor" if mode == "compiled" else backend.mechanism,
+                                    med, p90, host, dev, launches[(size, mode)],
+                                    spread=p90 / med))
+    eager = {r.size: r.step_median_us for r in report.rows if r.mode == "eager"}
+    for row in report.rows:
+        if row.size in eager:
+            row.speedup_vs_eager = eager[row.size] / row.step_median_us
+    return report
+
+
+def load_baseline(baseline_path: str) -> dict:
+    """A saved `aclcap bench` document; read before measuring so a bad path fails fast."""
+    try:
+        baseline = json.loads(Path(baseline_path).read_text())
+    except FileNotFoundError as exc:
+        raise UsageError(f"--baseline {baseline_path}: file not found (write one with "
+                         "--save-baseline)") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--baseline {baseline_path}: not a JSON document ({exc})") from exc
+    if baseline.get("tool") != "aclcap" or baseline.get("command") != "bench":
+        raise UsageError(f"--baseline {baseline_path}: not an `aclcap bench` document")
+    return baseline
+
+
+def regressions(current: dict, baseline: dict, max_regression: float) -> list[str]:
+    """Rows whose ratio to their reference (graph/eager, kernel/reference) grew past
+    `max_regression` relative to the baseline: ratios, so the machine's speed cancels."""
+    found = []
+    for label, now, then in _ratio_pairs(current, baseline):
+        if now > then * (1 + max_regression):
+            found.append(f"{label}: {now:.3f} vs baseline {then:.3f} "
+                         f"(+{(now / then - 1) * 100:.0f}% > {max_regression * 100:.0f}%)")
+    return found
+
+
+def _ratios(doc: dict) -> dict[str, float]:
+    ratios = {}
+    eager = {r["size"]: r["step_median_us"] for r in doc.get("results", [])
+             if r["mode"] == "eager"}
+    for r in doc.get("results", []):
+        if r["mode"] != "eager" and r["size"] in eager:
+            ratios[f"size {r['size']} {r['mode']}/eager"] = r["step_median_us"] / eager[r["size"]]
+    for r in doc.get("ops", []):
+        ratios[f"op {r['op']} {r['dtype']} {r['shape']} kernel/reference"] = \
+            r["kernel_us"] / r["reference_us"]
+    return ratios
+
+
+def _ratio_pairs(current: dict, baseline: dict) -> list[tuple[str, float, float]]:
+    now, then = _ratios(current), _ratios(baseline)
+    return [(label, now[label], then[label]) for label in now if label in then]

@@ -1,0 +1,52 @@
+"""Time one step of a callable in blocks: wall time per step and, on a device, host time
+(issuing without synchronizing) and device time (events). torch.utils.benchmark times a
+block on the CPU; on a device the issue time must be read before the sync, which its Timer
+cannot do, so device blocks are timed here by hand."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.utils import benchmark
+
+
+@dataclass
+class BlockTime:
+    step_us: float
+    host_us: float
+    device_us: float | None
+
+
+def steps_for(fn: Callable[[], object], target_s: float = 0.02) -> int:
+    """How many steps make a block of about `target_s`, so timer overhead is negligible."""
+    once = benchmark.Timer(stmt="fn()", globals={"fn": fn}).timeit(3).mean
+    return max(1, min(100_000, int(target_s / max(once, 1e-7))))
+
+
+def time_block(fn: Callable[[], object], steps: int, device: str) -> BlockTime:
+    if device == "cpu":
+        step = benchmark.Timer(stmt="fn()", globals={"fn": fn}).timeit(steps).mean * 1e6
+        return BlockTime(step, step, None)
+    mod = getattr(torch, device)
+    start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)
+    mod.synchronize()
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(steps):
+        fn()
+    end.record()
+    issued = time.perf_counter()
+    mod.synchronize()
+    done = time.perf_counter()
+    return BlockTime((done - t0) * 1e6 / steps, (issued - t0) * 1e6 / steps,
+                     start.elapsed_time(end) * 1e3 / steps)
+
+
+def median_p90(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return statistics.median(ordered), p90

@@ -1,0 +1,91 @@
+"""aclcap bench: JSON structure and units, launch counts, baselines, the plot."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from aclcap.bench import eager_launches, regressions
+from aclcap.model import build, inputs, load_model_file
+from tests.conftest import ROOT, aclcap
+
+TINY = str(ROOT / "examples" / "tiny_llama.py")
+ARGS = ("--device", "cpu", "--shapes", "1,2", "--modes", "eager,graph", "--rounds", "5")
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench")
+    run = aclcap("bench", TINY, *ARGS, "--json", "-", "--save-baseline",
+                 str(folder / "base.json"), "--plot", str(folder / "plot.png"))
+    return run, folder
+
+
+def test_json_structure_and_units(saved):
+    run, _ = saved
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["command"] == "bench" and doc["device"] == "cpu" and doc["rounds"] == 5
+    keys = {"size", "mode", "mechanism", "step_median_us", "step_p90_us", "host_us",
+            "device_us", "launches", "speedup_vs_eager"}
+    rows = {(r["size"], r["mode"]): r for r in doc["results"]}
+    assert set(rows) == {(1, "eager"), (1, "graph"), (2, "eager"), (2, "graph")}
+    for r in rows.values():
+        assert keys <= set(r)
+        assert 0 < r["step_median_us"] <= r["step_p90_us"]
+        assert r["device_us"] is None  # no device events on cpu
+    assert rows[(1, "graph")]["mechanism"] == "aoti" and rows[(1, "graph")]["launches"] == 1
+    assert rows[(1, "eager")]["speedup_vs_eager"] == 1.0
+    assert "removed" in run.stderr and "of eager's step time" in run.stderr
+
+
+def test_eager_launches_equal_traced_op_count():
+    spec = load_model_file(TINY)
+    model = build(spec, "cpu", torch.float32)
+    args = inputs(spec, 2, "cpu", torch.float32)
+    with torch.no_grad():
+        traced = make_fx(model)(*[t.clone() for t in args])
+    # getitem nodes unpack tuple outputs in the trace: not ops the host launches.
+    ops = [n for n in traced.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
+    assert eager_launches(model, args) == len(ops) > 100
+
+
+def test_plot_is_a_png_that_opens(saved):
+    import matplotlib.image
+
+    path = saved[1] / "plot.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    height, width, _ = matplotlib.image.imread(path).shape
+    assert width > 400 and height > 300
+
+
+def test_baseline_round_trip_passes_and_doctored_baseline_fails(saved):
+    _, folder = saved
+    base = json.loads((folder / "base.json").read_text())
+    assert regressions(base, base, 0.10) == []
+    doctored = json.loads(json.dumps(base))
+    for r in doctored["results"]:
+        if r["mode"] == "graph" and r["size"] == 2:
+            r["step_median_us"] /= 2  # a baseline where graph replay was 2x faster
+    found = regressions(base, doctored, 0.10)
+    assert len(found) == 1 and found[0].startswith("size 2 graph/eager")
+    (folder / "doctored.json").write_text(json.dumps(doctored))
+    run = aclcap("bench", TINY, *ARGS, "--baseline", str(folder / "doctored.json"),
+                 "--max-regression", "0.5")
+    assert run.code == 1
+    assert "regression: size 2 graph/eager" in run.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--baseline", "no/such/base.json"), "--baseline no/such/base.json: file not found"),
+    (("--modes", "eager,turbo"), "--modes 'eager,turbo': choose from eager, compiled, graph"),
+    (("--rounds", "2"), "--rounds 2: at least 5 rounds"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    run = aclcap("bench", TINY, "--device", "cpu", *args)
+    assert run.code == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], run.stderr
