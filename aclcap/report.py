@@ -101,7 +101,7 @@ def capture_table(report: CaptureReport) -> Table:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     previous: CaptureRow | None = None
     for r in report.rows:
-        size = f"{r.size} → {r.padded_to} (padded)" if r.padded_to else str(r.size)
+        size = f"{r.size} (pad→{r.padded_to})" if r.padded_to else str(r.size)
         reasons = "\n".join(r.reasons)
         if previous is not None and r.reasons and r.reasons == previous.reasons:
             reasons = f"(as size {previous.size})"
