@@ -13,10 +13,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.backends import backend_for
 from aclcap.backends.base import CaptureError
-from aclcap.capture import parse_dtype
+from aclcap.capture import pad_to, parse_dtype
 from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
-from aclcap.model import build, inputs, load_model_file
+from aclcap.model import build, inputs, load_model_file, size_dims
 from aclcap.timing import median_p90, steps_for, time_block
 
 MODES = ("eager", "compiled", "graph")
@@ -51,6 +51,12 @@ class BenchReport:
 
     def result_rows(self) -> list[dict]:
         return [asdict(r) for r in self.rows]
+
+    def padding_cost(self) -> dict[int, float]:
+        """Per padded size, step time on the padded graph over the exact-size graph."""
+        by = {(r.size, r.mode): r.step_median_us for r in self.rows}
+        return {size: by[(size, "padded")] / by[(size, "graph")]
+                for size, mode in by if mode == "padded" and (size, "graph") in by}
 
     def host_overhead_removed(self) -> dict[int, float]:
         """Per size, the share of eager's host time per step that graph replay removed."""
@@ -106,26 +112,36 @@ def run_bench(
     modes: list[str] | None = None,
     rounds: int = 7,
     on_progress: Callable[[str, int, int], None] | None = None,
+    pad: bool = False,
 ) -> BenchReport:
-    """Measure every (size, mode); Ctrl-C returns what the finished rounds measured."""
+    """Measure every (size, mode); Ctrl-C returns what the finished rounds measured. With
+    `pad`, every size between capture sizes is also timed both ways: its own graph
+    (`graph`) and the next capture size's graph on padded inputs (`padded`), so the cost of
+    padding is a measured ratio."""
     if rounds < 5:
         raise UsageError(f"--rounds {rounds}: at least 5 rounds, so medians and p90 mean "
                          "something")
     torch_dtype = parse_dtype(dtype)
     resolved = resolve_device(device)
     spec = load_model_file(model_path or default_model())
-    sizes = sorted(set(shapes or spec.shapes))
+    capture_sizes = sorted(set(shapes or spec.shapes))
+    between = [s for s in range(capture_sizes[0] + 1, capture_sizes[-1])
+               if s not in capture_sizes] if pad else []
+    sizes = sorted(capture_sizes + between)
     modes = modes or list(MODES)
+    if pad and "graph" not in modes:
+        raise UsageError("--pad measures graph replay: keep graph in --modes")
     model = build(spec, resolved, torch_dtype)
     backend = backend_for(resolved)
     report = BenchReport(spec.name, resolved, dtype, backend.mechanism, rounds)
-    total = len(sizes) * len(modes) + rounds
+    total = len(sizes) * len(modes) + len(between) + rounds
     progress = (lambda msg, done: on_progress(msg, done, total)) if on_progress else \
         (lambda msg, done: None)
 
     steps: dict[tuple[int, str], Callable[[], object]] = {}
     launches: dict[tuple[int, str], int | None] = {}
     captured = {}
+    dims = size_dims(spec, resolved, torch_dtype) if pad else []
     if "graph" in modes:
         progress(f"capturing sizes {sizes} ({backend.mechanism})", 0)
         try:
@@ -154,6 +170,13 @@ def run_bench(
                 for _ in range(WARMUP_STEPS):
                     fn()
             steps[(size, mode)] = fn
+            done += 1
+        if size in between:
+            target = next(s for s in capture_sizes if s > size)
+            padded = pad_to(args, dims, size, target)
+            cap = captured[target]
+            steps[(size, "padded")] = lambda c=cap, a=padded: c.replay(a)
+            launches[(size, "padded")] = 1
             done += 1
 
     with torch.no_grad():

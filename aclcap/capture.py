@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from aclcap.accuracy import LogprobResult, logprob_check
 from aclcap.backends import backend_for
 from aclcap.backends.base import Captured, CaptureError
 from aclcap.compare import Comparison, compare, tolerance_for
@@ -39,6 +40,9 @@ class CaptureRow:
     status: str
     reasons: list[str] = field(default_factory=list)
     padded_to: int | None = None  # --pad rows: the capture size this size replayed on
+    replays: int = 1  # each on its own fresh inputs, each compared with eager
+    token_agreement: float | None = None  # models with LOGITS = True
+    max_logprob_err: float | None = None
 
 
 @dataclass
@@ -52,6 +56,19 @@ class CaptureReport:
     fullgraph: bool
     backend: dict[str, Any] = field(default_factory=dict)
     bisect: dict[str, Any] | None = None
+
+    def totals(self) -> dict[str, Any]:
+        """Capture time and memory over all sizes, against the largest single graph: one
+        shared pool, largest first, should hold little more than the largest graph."""
+        exact = [r for r in self.rows if r.padded_to is None and r.memory_bytes is not None]
+        if not exact:
+            return {}
+        largest = max(exact, key=lambda r: r.size).memory_bytes or 0
+        total = largest if self.mechanism == "aoti" else sum(r.memory_bytes or 0 for r in exact)
+        return {"capture_us": sum(r.capture_us or 0 for r in exact), "memory_bytes": total,
+                "largest_graph_bytes": largest,
+                "memory_over_largest": total / largest if largest else None,
+                "capture_order": self.backend.get("capture_order", [])}
 
     @property
     def exit_code(self) -> int:
@@ -82,14 +99,45 @@ def _eager(model: torch.nn.Module, args: tuple) -> tuple[Any, tuple, list[int]]:
     return out, after, mutated
 
 
-def _check(model: torch.nn.Module, cap: Captured, args: tuple, tol: dict[str, float]
-           ) -> Comparison:
+REPLAYS = 2  # a graph must match eager on every replay, not only the first
+
+
+def _check(model: torch.nn.Module, cap: Captured, args: tuple, tol: dict[str, float],
+           logits: bool) -> tuple[Comparison, LogprobResult | None]:
     """Replay on `args` (fresh) and compare with eager on the same values."""
     want_out, want_args, mutated = _eager(model, args)
     got_args = _clone(args)
     got_out = cap.replay(got_args)
-    return compare(_labelled(want_out, want_args, mutated),
-                   _labelled(got_out, got_args, mutated), tol)
+    result = compare(_labelled(want_out, want_args, mutated),
+                     _labelled(got_out, got_args, mutated), tol)
+    lp = logprob_check(_first(want_out), _first(got_out)) if logits else None
+    return result, lp
+
+
+def _first(outputs: Any) -> torch.Tensor:
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+
+
+def _replay_row(model: torch.nn.Module, spec: ModelSpec, cap: Captured, mechanism: str,
+                device: str, dtype: torch.dtype, tol: dict[str, float]) -> CaptureRow:
+    """REPLAYS replays on different fresh inputs; says so when only the first (or only a
+    later) one differs: state that is stale at first replay, or leaks between replays."""
+    checks = [_check(model, cap, inputs(spec, cap.size, device, dtype), tol, spec.logits)
+              for _ in range(REPLAYS)]
+    reasons = [f"replay {i + 1}: {reason}" for i, (c, lp) in enumerate(checks)
+               for reason in c.reasons + (lp.reasons if lp else [])]
+    bad = [not (c.ok and (lp is None or lp.ok)) for c, lp in checks]
+    if bad[0] and not any(bad[1:]):
+        reasons.insert(0, "the first replay differs from eager, later ones match")
+    elif not bad[0] and any(bad[1:]):
+        reasons.insert(0, "the first replay matches eager, a later one differs")
+    lps = [lp for _, lp in checks if lp is not None]
+    return CaptureRow(
+        cap.size, mechanism, cap.capture_us, cap.memory_bytes,
+        max(c.max_abs_err for c, _ in checks), max(c.max_rel_err for c, _ in checks),
+        "fail" if any(bad) else "pass", reasons, replays=REPLAYS,
+        token_agreement=min(lp.token_agreement for lp in lps) if lps else None,
+        max_logprob_err=max(lp.max_logprob_err for lp in lps) if lps else None)
 
 
 def pad_to(args: tuple, dims: list[list[int]], size: int, target: int) -> tuple:
@@ -191,11 +239,8 @@ def run_capture(
     by_size = {c.size: c for c in captured}
     for size in sizes:
         step(f"replaying size {size} and comparing with eager")
-        cap = by_size[size]
-        result = _check(model, cap, inputs(spec, size, resolved, torch_dtype), tol)
-        report.rows.append(CaptureRow(size, backend.mechanism, cap.capture_us, cap.memory_bytes,
-                                      result.max_abs_err, result.max_rel_err,
-                                      "pass" if result.ok else "fail", result.reasons))
+        report.rows.append(_replay_row(model, spec, by_size[size], backend.mechanism, resolved,
+                                       torch_dtype, tol))
     for row in report.rows:  # graph mode built on a wrong fake cannot be trusted
         for bad in trace.custom_ops_wrong_meta:
             row.status = "fail"

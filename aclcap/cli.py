@@ -92,6 +92,13 @@ def build(
 
 @app.command("check-meta")
 def check_meta(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        metavar="[PATH ...]", help="With --lint: files or folders to lint (default: ops/).")
+    ] = None,
+    lint: Annotated[bool, typer.Option(
+        "--lint", help="Only lint the sources of meta impls for concrete sizes (size(), "
+        "numel(), at::empty({...}), int(t.shape[i]), .item()); honours `symbolic-meta-ok:` "
+        "comments. Exit 1 on any finding.")] = False,
     lib: Annotated[list[str] | None, typer.Option(
         "--lib", metavar="PATH_OR_MODULE",
         help="Op library to load: a .so, a .py file or a module name; repeat for several, "
@@ -117,6 +124,12 @@ def check_meta(
     the real kernel: opcheck, output shapes/dtypes/strides, mutations vs the schema's `!`,
     and torch.compile(fullgraph=True, dynamic=True). Exit 1 if any is missing or failing."""
     from aclcap import report
+
+    if lint or paths:
+        if not lint:
+            raise UsageError("PATH arguments are for --lint: add --lint, or drop the paths")
+        _lint(paths, json_path)
+        return
     from aclcap.devices import resolve_device
     from aclcap.metacheck import check_meta as run_check
     from aclcap.stubs import emit_stubs as write_stubs
@@ -152,6 +165,51 @@ def check_meta(
     raise typer.Exit(result.exit_code)
 
 
+def _plan(budget: int | None, histogram: Path | None, max_size: int,
+          json_path: str | None) -> None:
+    from aclcap import report
+    from aclcap.plan import expected_waste, load_histogram, plan_sizes, vllm_default_sizes
+
+    if budget is None:
+        raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be captured)")
+    if max_size < 1:
+        raise UsageError(f"--max-size {max_size}: give a positive batch size")
+    weights = load_histogram(str(histogram)) if histogram else \
+        {b: 1.0 for b in range(1, max_size + 1)}
+    chosen = plan_sizes(weights, budget)
+    default = vllm_default_sizes(max(weights))
+    doc = {"budget": budget, "distribution": str(histogram) if histogram else
+           f"uniform 1..{max_size}", "sizes": chosen, "expected_waste": expected_waste(
+               chosen, weights), "vllm_default_sizes": default,
+           "vllm_default_waste": expected_waste(default, weights)}
+    if json_path:
+        report.write_json(json_path, report.document("capture --plan-sizes", "any", [doc]))
+    console = report.console_for(json_path)
+    for line in report.plan_lines(doc):
+        console.print(line, highlight=False)
+
+
+def _lint(paths: list[Path] | None, json_path: str | None) -> None:
+    from aclcap import report
+    from aclcap.build import ops_dir
+    from aclcap.lint import lint
+
+    targets = paths or [ops_dir()]
+    missing = [p for p in targets if not p.exists()]
+    if missing:
+        raise UsageError(f"--lint {missing[0]}: no such file or folder")
+    findings = lint(targets)
+    if json_path:
+        report.write_json(json_path, report.document("check-meta --lint", "cpu",
+                                                     [f.row() for f in findings]))
+    console = report.console_for(json_path)
+    if findings:
+        console.print(report.lint_table(findings))
+    console.print(f"{len(findings)} concrete-size use(s) in meta impls under "
+                  f"{', '.join(str(p) for p in targets)}", highlight=False)
+    raise typer.Exit(1 if findings else 0)
+
+
 DeviceOpt = Annotated[str, typer.Option(
     help="auto (npu > cuda > cpu), cpu (AOTInductor), cuda (CUDA graphs) or npu (aclgraph).")]
 DtypeOpt = Annotated[str, typer.Option(help="float32, bfloat16 or float16.")]
@@ -176,8 +234,9 @@ def _quiet_torch() -> None:
 
 @app.command()
 def capture(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.py", help="A model file: defines "
-                     "build_model(device, dtype) and make_inputs(size, device, dtype).")],
+    model: Annotated[Path | None, typer.Argument(metavar="MODEL.py", help="A model file: "
+                     "defines build_model(device, dtype) and make_inputs(size, device, "
+                     "dtype).")] = None,
     shapes: ShapesOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -187,6 +246,17 @@ def capture(
                    "sizes, padded up to the next capture size, against unpadded eager.")] = False,
     bisect: Annotated[bool, typer.Option("--bisect", help="On a mismatch, name the first node "
                       "of the traced graph whose compiled output diverges from eager.")] = False,
+    plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
+                          "sizes that minimize expected padded tokens within --budget graphs "
+                          "(no MODEL.py needed).")] = False,
+    budget: Annotated[int | None, typer.Option(help="With --plan-sizes: how many graphs fit "
+                      "(on Ascend about 1800 streams / (layers + 1)).")] = None,
+    sizes_histogram: Annotated[Path | None, typer.Option(
+        "--sizes-histogram", metavar="FILE", help="With --plan-sizes: batch sizes seen, as "
+        "JSON {\"size\": count} or lines `size count`; default uniform up to --max-size.")
+    ] = None,
+    max_size: Annotated[int, typer.Option(help="With --plan-sizes and no histogram: the "
+                        "largest batch size.")] = 256,
     json_path: JsonOpt = None,
 ) -> None:
     """Trace MODEL.py with torch.compile (graph breaks, custom ops in and out of graphs),
@@ -197,6 +267,11 @@ def capture(
     from aclcap.capture import run_capture
     from aclcap.model import parse_shapes
 
+    if plan_sizes:
+        _plan(budget, sizes_histogram, max_size, json_path)
+        return
+    if model is None:
+        raise UsageError("capture needs MODEL.py (or --plan-sizes to only plan sizes)")
     sizes = parse_shapes(shapes) if shapes is not None else None
     _quiet_torch()
     with _progress() as progress:
@@ -210,10 +285,12 @@ def capture(
         report.write_json(json_path, report.document(
             "capture", result.device, result.result_rows(), model=str(model),
             dtype=result.dtype, mechanism=result.mechanism, trace=result.trace.to_dict(),
-            backend=result.backend, bisect=result.bisect))
+            backend=result.backend, bisect=result.bisect, totals=result.totals()))
     console = report.console_for(json_path)
     console.print(report.capture_table(result))
     console.print(report.mechanism_line(result), highlight=False)
+    if line := report.totals_line(result):
+        console.print(line, highlight=False)
     for line in report.trace_lines(result):
         console.print(line, highlight=False, markup=False)
     if fullgraph and result.trace.graph_breaks:
@@ -245,6 +322,8 @@ def bench(
                               "baseline (0.10 = 10%).")] = 0.10,
     ops: Annotated[bool, typer.Option("--ops", help="Also time every bundled op against its "
                    "eager reference and the memory-traffic floor.")] = False,
+    pad: Annotated[bool, typer.Option("--pad", help="Also time each size between capture "
+                   "sizes on its own graph and padded onto the next one.")] = False,
     json_path: JsonOpt = None,
 ) -> None:
     """Time eager vs compiled vs graph replay per size, interleaved in rounds in one process:
@@ -265,7 +344,7 @@ def bench(
             progress.update(task, description=message, completed=done, total=total)
 
         result = run_bench(str(model) if model else None, sizes, device, dtype, chosen, rounds,
-                           advance)
+                           advance, pad)
         op_rows = []
         if ops and not result.interrupted:
             from aclcap.opbench import measure_ops

@@ -10,6 +10,11 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    ShapeEnv,
+    StatelessSymbolicContext,
+)
 from torch.utils._pytree import tree_flatten, tree_map_only
 
 from aclcap.samples import SampleInput, samples_for
@@ -168,6 +173,34 @@ class _OpChecker:
             else:
                 self.out.fail(f"fails on the meta device: {first_line(exc)}", key="meta")
 
+    def check_dynamic(self, sample: SampleInput) -> None:
+        """Run the meta impl with every dim symbolic; a dim it turns into a constant is a
+        meta that breaks dynamic shapes (what vllm-ascend's size() -> sym_size() fixed)."""
+        shape_env = ShapeEnv()
+        try:
+            with FakeTensorMode(shape_env=shape_env) as mode:
+                def symbolic(t: torch.Tensor) -> torch.Tensor:
+                    ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * t.dim())
+                    return mode.from_tensor(t, symbolic_context=ctx)
+
+                fake = SampleInput(*tree_map_only(torch.Tensor, symbolic,
+                                                  (sample.args, sample.kwargs)))
+                self.op(*fake.args, **fake.kwargs)
+        except Exception as exc:
+            self.out.fail(f"meta impl fails with symbolic sizes: {first_line(exc)}",
+                          key="dynamic")
+            return
+        for arg, value in _bind(self.op, fake):
+            for name, t in _named_tensors(arg, value):
+                for dim, size in enumerate(t.shape):
+                    # Sizes 0 and 1 are specialized by torch itself when the fake is made.
+                    if isinstance(size, torch.SymInt) and size.node.hint not in (0, 1) \
+                            and shape_env.simplify(size.node.expr).is_number:
+                        self.out.fail(
+                            f"meta of `{self.op._schema.name}` specializes dim {dim} of "
+                            f"`{name}` to {size.node.hint}: use sym_size()/sym_numel() and "
+                            "keep sizes symbolic", key=f"dynamic:{name}:{dim}")
+
     def check_opcheck(self, sample: SampleInput) -> None:
         results = torch.library.opcheck(self.op, _clone(sample.args), _clone(sample.kwargs),
                                         test_utils=OPCHECK_TESTS, raise_exception=False)
@@ -219,6 +252,7 @@ def check_op(qualname: str, meta_kind: str, device: str, dtypes: list[torch.dtyp
             real, real_inputs = checker.run_sample(sample)
             checker.check_fake(sample, real)
             checker.check_meta_device(sample)
+            checker.check_dynamic(sample)
             checker.check_opcheck(sample)
             traced.append((sample, (real, real_inputs)))
     checker.check_trace(traced)

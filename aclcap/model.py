@@ -26,6 +26,7 @@ class ModelSpec:
     op_libraries: list[str] = field(default_factory=list)
     shapes: list[int] = field(default_factory=lambda: list(DEFAULT_SHAPES))
     source_sha256: str = ""
+    logits: bool = False  # LOGITS = True: output 0 is [tokens, vocab] logits
 
     @property
     def name(self) -> str:
@@ -85,7 +86,8 @@ def load_model_file(path: str | Path) -> ModelSpec:
             and all(isinstance(s, int) and s > 0 for s in shapes)):
         raise UsageError(f"model file {path}: SHAPES must be a list of positive integers")
     return ModelSpec(path, module.build_model, module.make_inputs, tolerance, libs,
-                     sorted(set(shapes)), hashlib.sha256(source).hexdigest())
+                     sorted(set(shapes)), hashlib.sha256(source).hexdigest(),
+                     bool(getattr(module, "LOGITS", False)))
 
 
 def build(spec: ModelSpec, device: Any, dtype: Any) -> Any:

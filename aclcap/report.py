@@ -95,9 +95,11 @@ def _mib(value: int | None) -> str:
 def capture_table(report: CaptureReport) -> Table:
     table = Table(title=f"aclcap capture {report.model}: {report.mechanism} on {report.device}, "
                         f"{report.dtype}")
-    for col, justify in (("size", "right"), ("mechanism", "left"), ("capture (ms)", "right"),
-                         ("memory (MiB)", "right"), ("max abs err", "right"),
-                         ("max rel err", "right"), ("status", "left"), ("reasons", "left")):
+    logits = any(r.token_agreement is not None for r in report.rows)
+    columns = [("size", "right"), ("mechanism", "left"), ("capture (ms)", "right"),
+               ("memory (MiB)", "right"), ("max abs err", "right"), ("max rel err", "right")]
+    columns += [("tokens agree", "right"), ("logprob err", "right")] if logits else []
+    for col, justify in [*columns, ("status", "left"), ("reasons", "left")]:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     previous: CaptureRow | None = None
     for r in report.rows:
@@ -108,10 +110,37 @@ def capture_table(report: CaptureReport) -> Table:
         else:
             previous = r
         capture_ms = None if r.capture_us is None else r.capture_us / 1000
-        table.add_row(size, r.mechanism, _num(capture_ms, ".1f"), _mib(r.memory_bytes),
-                      _num(r.max_abs_err, ".3g"), _num(r.max_rel_err, ".3g"), _status(r.status),
-                      reasons)
+        cells = [size, r.mechanism, _num(capture_ms, ".1f"), _mib(r.memory_bytes),
+                 _num(r.max_abs_err, ".3g"), _num(r.max_rel_err, ".3g")]
+        if logits:
+            agree = None if r.token_agreement is None else 100 * r.token_agreement
+            cells += [_num(agree, ".0f") + ("%" if agree is not None else ""),
+                      _num(r.max_logprob_err, ".3g")]
+        table.add_row(*cells, _status(r.status), reasons)
     return table
+
+
+def plan_lines(doc: dict) -> list[str]:
+    over = len(doc["vllm_default_sizes"]) > doc["budget"]
+    return [
+        f"capture sizes for a budget of {doc['budget']} graphs ({doc['distribution']}): "
+        f"{','.join(map(str, doc['sizes']))}",
+        f"expected padding waste: {doc['expected_waste']:.2f} tokens per step",
+        f"vLLM's default list ({len(doc['vllm_default_sizes'])} sizes"
+        + (", over the budget" if over else "") + f"): {doc['vllm_default_waste']:.2f} tokens "
+        "per step",
+        f"use: --shapes {','.join(map(str, doc['sizes']))}",
+    ]
+
+
+def totals_line(report: CaptureReport) -> str | None:
+    t = report.totals()
+    if not t:
+        return None
+    ratio = t["memory_over_largest"]
+    return (f"capture: {t['capture_us'] / 1000:.1f} ms over all sizes (order "
+            f"{t['capture_order']}), memory {t['memory_bytes'] / 2**20:.2f} MiB in all, "
+            f"{ratio:.2f}x the largest graph" if ratio else "")
 
 
 def mechanism_line(report: CaptureReport) -> str:
@@ -170,8 +199,20 @@ def bench_lines(report: BenchReport) -> list[str]:
     for size, share in report.host_overhead_removed().items():
         lines.append(f"size {size}: graph replay ({report.mechanism}) removed {share:.0%} of "
                      f"eager's {what}")
+    for size, ratio in report.padding_cost().items():
+        lines.append(f"size {size}: padded replay takes {ratio:.2f}x the exact-size graph's step "
+                     "time")
     if report.device == "cpu":
         lines.append("on cpu all time is host time: device (µs) is — and host = step time")
     if report.interrupted:
         lines.append("interrupted: the table holds the rounds finished before Ctrl-C")
     return lines
+
+
+def lint_table(findings: list) -> Table:
+    table = Table(title="aclcap check-meta --lint: meta impls that use concrete sizes")
+    for col in ("file:line", "rule", "code", "fix"):
+        table.add_column(col, overflow="fold")
+    for f in findings:
+        table.add_row(f"{_short_paths(f.file)}:{f.line}", f.rule, f.code, f.hint)
+    return table

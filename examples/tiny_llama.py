@@ -18,6 +18,7 @@ from aclcap_ops.samples import cos_sin_cache
 
 OP_LIBRARIES = ["aclcap_ops"]
 SHAPES = [1, 2, 4, 8]
+LOGITS = True  # output is [tokens, vocab]: capture also reports token agreement and logprobs
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 256, 4, 4, 2, 64
 INTERMEDIATE, VOCAB = 512, 1024

@@ -34,9 +34,9 @@ class Run:
         return json.loads(self.stdout)
 
 
-def aclcap(*args: str, timeout: float = 600, cwd: Path = ROOT) -> Run:
+def aclcap(*args: str, timeout: float = 600, cwd: Path = ROOT, **env_vars: str) -> Run:
     """Run the installed console script as a user would (a real process: kernels may crash)."""
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {**os.environ, "COLUMNS": "200", **env_vars}
     exe = Path(sys.executable).with_name("aclcap")
     proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout,
                           cwd=cwd, env=env)

@@ -12,15 +12,16 @@ TINY = str(ROOT / "examples" / "tiny_llama.py")
 MODELS = ROOT / "tests" / "models"
 
 
-def capture(*args: str):
-    return aclcap("capture", *args, "--json", "-")
+def capture(*args: str, **env: str):
+    return aclcap("capture", *args, "--json", "-", **env)
 
 
 @pytest.fixture(scope="module")
-def tiny_fp32():
-    """The first run compiles; the second must find the artifact in the cache."""
-    return capture(TINY, "--shapes", "1,2,4", "--device", "cpu"), \
-        capture(TINY, "--shapes", "1,2,4", "--device", "cpu")
+def tiny_fp32(tmp_path_factory):
+    """The first run compiles into an empty cache; the second must find the artifact."""
+    cache = str(tmp_path_factory.mktemp("aoti-cache"))
+    args = (TINY, "--shapes", "1,2,4", "--device", "cpu")
+    return capture(*args, ACLCAP_CACHE_DIR=cache), capture(*args, ACLCAP_CACHE_DIR=cache)
 
 
 def test_tiny_llama_float32_matches_eager(tiny_fp32):
@@ -38,11 +39,18 @@ def test_tiny_llama_float32_matches_eager(tiny_fp32):
         "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
         "get_masked_input_and_mask", "reshape_and_cache")}
     assert "mechanism: aoti (AOTInductor" in run.stderr
+    for r in doc["results"]:  # tiny_llama sets LOGITS = True
+        assert r["replays"] == 2 and r["token_agreement"] == 1.0 and r["max_logprob_err"] < 1e-3
+    totals = doc["totals"]
+    assert totals["capture_order"] == [4, 2, 1]  # largest first
+    assert totals["memory_bytes"] == totals["largest_graph_bytes"] > 0  # one artifact
+    assert totals["memory_over_largest"] == 1.0
 
 
 def test_second_run_hits_the_cache(tiny_fp32):
     first, second = (r.json()["backend"] for r in tiny_fp32)
-    assert second["cache_hit"] is True and second["compile_s"] < first["compile_s"]
+    assert first["cache_hit"] is False and second["cache_hit"] is True
+    assert second["compile_s"] < first["compile_s"]
     assert second["artifact"] == first["artifact"]
     assert "cache hit" in tiny_fp32[1].stderr
 

@@ -50,6 +50,22 @@ def test_each_planted_defect_is_named(badops_run):
     assert r["aclcap_test::no_samples.default"]["status"] == "not_exercised"
 
 
+def test_size_specializing_meta_kernel_fails_dynamic_check(badops_run):
+    op = rows(badops_run)["aclcap_test::size_meta.default"]
+    assert op["status"] == "fail" and op["meta_source"].startswith("C++ Meta kernel")
+    assert op["reasons"][0].startswith(
+        "meta of `aclcap_test::size_meta` specializes dim 0 of `x` to 3")
+
+
+def test_rotary_style_over_marking_is_caught(badops_run):
+    # vllm-ascend's rotary_embedding marks query and key `!` but returns new tensors.
+    op = rows(badops_run)["aclcap_test::rotary_like.default"]
+    assert op["status"] == "pass"
+    assert sorted(op["reasons"]) == [
+        f"warning: marks `{n}` mutable but never writes it (over any sample): drop the `!` "
+        "or functionalization copies it for nothing" for n in ("key", "query")]
+
+
 def test_over_marked_argument_warns_and_strict_fails(badops_run):
     over = rows(badops_run)["aclcap_test::over_marked.default"]
     assert over["status"] == "pass"
@@ -57,6 +73,7 @@ def test_over_marked_argument_warns_and_strict_fails(badops_run):
     strict = aclcap("check-meta", "--lib", str(BADOPS), "--namespace", "aclcap_test",
                     "--strict", "--json", "-")
     assert rows(strict)["aclcap_test::over_marked.default"]["status"] == "fail"
+    assert rows(strict)["aclcap_test::rotary_like.default"]["status"] == "fail"
 
 
 def test_trivial_generated_fake_is_its_own_category(badops_run):

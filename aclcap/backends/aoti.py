@@ -102,6 +102,7 @@ class AotiBackend:
                 runner(*static)  # first run at this size: what "capture" costs once compiled
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
                                      artifact.stat().st_size, _replayer(runner), static))
+        self.facts["capture_order"] = [c.size for c in captured]
         return captured
 
 

@@ -111,6 +111,7 @@ class DeviceGraphBackend:
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
                                      self.mod.memory_reserved() - reserved,
                                      _replayer(graph, static, mutated, out), tuple(static)))
+        self.facts["capture_order"] = [c.size for c in captured]
         return captured
 
 
