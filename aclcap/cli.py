@@ -7,7 +7,6 @@ traceback); a failed check exits 1 (../shared/README.md section 4).
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -347,10 +346,10 @@ def bench(
                            advance, pad)
         op_rows = []
         if ops and not result.interrupted:
-            from aclcap.opbench import measure_ops
+            from aclcap import opbench
 
             progress.update(task, description="timing the bundled ops", total=None)
-            op_rows = [asdict(r) for r in measure_ops()]
+            op_rows = opbench.rows_as_dicts(opbench.measure_ops(opbench.DEFAULT_SIZES))
     doc = report.document("bench", result.device, result.result_rows(), model=result.model,
                           dtype=result.dtype, mechanism=result.mechanism, rounds=result.rounds,
                           interrupted=result.interrupted, ops=op_rows)

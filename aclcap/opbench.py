@@ -8,15 +8,18 @@ still has compute (or overhead) to remove.
 
 Why the measurements look the way they do:
 
-* Interleaved rounds (clone, kernel, references, then again) with a median per round and a
-  median over rounds, so that drift of a shared or throttling machine hits all of them alike
-  and the ratios stay meaningful even when the absolute times wander.
-* clone allocates a fresh output like rms_norm and silu_and_mul do, so first-touch page
-  faults are in the floor too. In-place ops skip that cost, and an op whose working set fits
-  the last-level cache can beat a floor measured on 256 MiB; a ratio under 1 says exactly that.
+* Interleaved rounds (clone, kernel, references, then again), a median within each round and
+  over rounds, and ratios taken within a round: drift of a shared machine (another process
+  taking a core for a few seconds) slows all of one round alike, so the ratios hold even
+  when the absolute times wander.
+* clone allocates its output, as rms_norm and silu_and_mul do, so the floor includes the
+  first-touch page faults those ops pay too. On a VM these can be most of a clone's time;
+  `prefaulted_copy_gbps` (copy_ into a touched buffer) is reported to show how much. In-place
+  ops pay no faults, and an op whose working set fits the last-level cache can beat a floor
+  measured on 256 MiB: a ratio under 1 says exactly that.
 * In-place ops are timed by calling them again and again on the same buffers, so their inputs
-  are made to stay finite under repetition (see the `_case_*` builders) and are restored from
-  a saved copy, outside the timer, before every measurement.
+  are chosen to stay finite under repetition (see the `_case_*` builders) and are restored
+  from a saved copy, outside the timer, before every measurement.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ OPS = (
     "reshape_and_cache",
 )
 COPY_BYTES = 256 << 20
+# (tokens, hidden): a decode batch, a prefill chunk, and the size the targets are set at.
+DEFAULT_SIZES = ((32, 4096), (512, 4096), (4096, 4096))
 EPS = 1e-6
 
 
@@ -52,11 +57,12 @@ class OpBenchRow:
     bytes_moved: int
     kernel_us: float
     reference_us: float
-    speedup: float  # reference_us / kernel_us
+    speedup: float  # reference / kernel (median of per-round ratios)
     achieved_gbps: float  # bytes_moved / kernel time
-    copy_gbps: float  # the clone bandwidth measured in the same rounds
+    copy_gbps: float  # the clone bandwidth measured in the same rounds: the floor's
+    prefaulted_copy_gbps: float  # copy_ into an already-touched buffer, for comparison
     floor_us: float  # bytes_moved / copy bandwidth
-    kernel_over_floor: float
+    kernel_over_floor: float  # kernel / floor (median of per-round ratios)
     f_rms_norm_us: float | None = None
 
 
@@ -85,6 +91,14 @@ def _restorer(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], No
             live.copy_(saved)
 
     return reset
+
+
+def _reference():
+    """Import the library lazily: importing aclcap_ops builds and loads the kernels."""
+    import aclcap_ops  # noqa: F401  (registers torch.ops.aclcap)
+    from aclcap_ops import reference
+
+    return reference
 
 
 def _heads(hidden: int) -> tuple[int, int, int]:
@@ -219,22 +233,18 @@ _BUILDERS: dict[str, Callable[[int, int, torch.dtype], OpCase]] = {
 }
 
 
-def _reference():
-    """Import the library lazily: importing aclcap_ops builds and loads the kernels."""
-    import aclcap_ops  # noqa: F401  (registers torch.ops.aclcap)
-    from aclcap_ops import reference
-
-    return reference
-
-
 def op_cases(
     tokens: int, hidden: int, dtype: torch.dtype, ops: Iterable[str] = OPS
 ) -> list[OpCase]:
     """The timed cases of the named ops at [tokens, hidden] activations of `dtype`."""
+    _check_ops(ops)
+    return [_BUILDERS[op](tokens, hidden, dtype) for op in ops]
+
+
+def _check_ops(ops: Iterable[str]) -> None:
     unknown = set(ops) - set(OPS)
     if unknown:
         raise ValueError(f"unknown ops {sorted(unknown)}; known: {', '.join(OPS)}")
-    return [_BUILDERS[op](tokens, hidden, dtype) for op in ops]
 
 
 def time_call(fn: Callable[[], object], min_run_time: float = 0.1) -> float:
@@ -245,32 +255,67 @@ def time_call(fn: Callable[[], object], min_run_time: float = 0.1) -> float:
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
+class CopyProbe:
+    """The copies the floor is measured with, on one large float32 tensor.
+
+    clone is the floor: it allocates its output like the out-of-place ops do, so it pays
+    the same first-touch page faults per byte written. copy_ into a buffer that is already
+    touched is reported next to it, to show how much of the floor is those faults.
+    """
+
+    def __init__(self, nbytes: int = COPY_BYTES) -> None:
+        self.src = torch.randn(nbytes // 4, dtype=torch.float32)
+        self.dst = torch.empty_like(self.src)
+        self.dst.copy_(self.src)
+
+    @property
+    def traffic(self) -> int:
+        """Bytes each copy moves: every byte read once and written once."""
+        return 2 * _nbytes(self.src)
+
+    def clone(self) -> torch.Tensor:
+        return self.src.clone()
+
+    def copy_prefaulted(self) -> torch.Tensor:
+        return self.dst.copy_(self.src)
+
+
 def measure_case(
-    case: OpCase, copy_src: torch.Tensor, rounds: int = 5, min_run_time: float = 0.1
+    case: OpCase, probe: CopyProbe, rounds: int = 5, min_run_time: float = 0.1
 ) -> OpBenchRow:
-    """Time one case in `rounds` interleaved rounds of clone, kernel and references."""
+    """Time one case in `rounds` interleaved rounds of clone, kernel and references.
+
+    Times are medians over rounds. speedup and kernel_over_floor are medians of the ratio
+    within each round, which cancels drift between rounds (another process taking a core
+    for a while slows all of one round alike); so they need not equal the quotient of the
+    median times exactly.
+    """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
-    names = ["clone", "kernel", "reference", *case.extra]
     fns: dict[str, Callable[[], object]] = {
-        "clone": copy_src.clone,
+        "clone": probe.clone,
+        "copy_prefaulted": probe.copy_prefaulted,
         "kernel": case.kernel,
         "reference": case.reference,
         **case.extra,
     }
-    for name in names[1:]:  # warm up: lazy initialization, first-touch of the inputs
+    for name in ("kernel", "reference", *case.extra):  # lazy init, first touch of inputs
         case.reset()
         fns[name]()
         fns[name]()
-    samples: dict[str, list[float]] = {name: [] for name in names}
+    samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
-        for name in names:
+        for name, fn in fns.items():
             case.reset()
-            samples[name].append(time_call(fns[name], min_run_time))
+            samples[name].append(time_call(fn, min_run_time))
     case.reset()
+
+    def median_ratio(num: str, den: str, scale: float = 1.0) -> float:
+        return statistics.median(a / (b * scale) for a, b in zip(samples[num], samples[den],
+                                                                   strict=True))
+
     t = {name: statistics.median(v) for name, v in samples.items()}
-    copy_gbps = 2 * _nbytes(copy_src) / t["clone"] / 1e9
-    floor_s = case.bytes_moved / (copy_gbps * 1e9)
+    per_byte = t["clone"] / probe.traffic  # seconds per byte at the clone's bandwidth
     f_rms = t.get("f_rms_norm")
     return OpBenchRow(
         op=case.op,
@@ -280,11 +325,12 @@ def measure_case(
         bytes_moved=case.bytes_moved,
         kernel_us=t["kernel"] * 1e6,
         reference_us=t["reference"] * 1e6,
-        speedup=t["reference"] / t["kernel"],
+        speedup=median_ratio("reference", "kernel"),
         achieved_gbps=case.bytes_moved / t["kernel"] / 1e9,
-        copy_gbps=copy_gbps,
-        floor_us=floor_s * 1e6,
-        kernel_over_floor=t["kernel"] / floor_s,
+        copy_gbps=1 / per_byte / 1e9,
+        prefaulted_copy_gbps=probe.traffic / t["copy_prefaulted"] / 1e9,
+        floor_us=case.bytes_moved * per_byte * 1e6,
+        kernel_over_floor=median_ratio("kernel", "clone", case.bytes_moved / probe.traffic),
         f_rms_norm_us=None if f_rms is None else f_rms * 1e6,
     )
 
@@ -303,13 +349,17 @@ def measure_ops(
     get_masked_input_and_mask takes int64 token ids, so it is measured once per size rather
     than once per dtype. `on_row` sees each row as it is done (for progress output).
     """
-    copy_src = torch.randn(copy_bytes // 4, dtype=torch.float32)
+    _check_ops(ops)
+    probe = CopyProbe(copy_bytes)
     rows: list[OpBenchRow] = []
     for tokens, hidden in sizes:
         for i, dtype in enumerate(dtypes):
-            wanted = [op for op in ops if i == 0 or op != "get_masked_input_and_mask"]
-            for case in op_cases(tokens, hidden, dtype, wanted):
-                row = measure_case(case, copy_src, rounds, min_run_time)
+            for op in ops:
+                if i > 0 and op == "get_masked_input_and_mask":
+                    continue
+                # One case at a time, so that only its tensors are alive while it is timed.
+                row = measure_case(_BUILDERS[op](tokens, hidden, dtype), probe, rounds,
+                                   min_run_time)
                 rows.append(row)
                 if on_row:
                     on_row(row)

@@ -216,3 +216,19 @@ def lint_table(findings: list) -> Table:
     for f in findings:
         table.add_row(f"{_short_paths(f.file)}:{f.line}", f.rule, f.code, f.hint)
     return table
+
+
+def ops_table(rows: list[dict], title: str | None = None) -> Table:
+    copy = rows[0]["copy_gbps"] if rows else 0.0
+    table = Table(title=title or f"aclcap bench --ops: kernels vs eager reference and the "
+                  f"memory floor (clone copy bandwidth {copy:.1f} GB/s)")
+    for col in ("op", "dtype", "shape", "kernel (µs)", "reference (µs)", "speedup",
+                "F.rms_norm (µs)", "GB/s", "floor (µs)", "kernel/floor"):
+        table.add_column(col, justify="left" if col in ("op", "dtype", "shape") else "right")
+    for r in rows:
+        table.add_row(r["op"], r["dtype"], "x".join(map(str, r["shape"])),
+                      f"{r['kernel_us']:.1f}", f"{r['reference_us']:.1f}",
+                      f"{r['speedup']:.2f}x", _num(r["f_rms_norm_us"], ".1f"),
+                      f"{r['achieved_gbps']:.1f}", f"{r['floor_us']:.1f}",
+                      f"{r['kernel_over_floor']:.2f}")
+    return table

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 from pathlib import Path
 
 import torch
 from rich.console import Console
-from rich.table import Table
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aclcap import opbench
+from aclcap.report import ops_table
 
-DEFAULT_SIZES = ((32, 4096), (512, 4096), (4096, 4096))
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -35,7 +34,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median taken)")
     p.add_argument("--json", type=Path, help="also write the rows to this JSON file")
-    p.add_argument("--sizes", type=_size, nargs="+", default=list(DEFAULT_SIZES),
+    p.add_argument("--sizes", type=_size, nargs="+", default=list(opbench.DEFAULT_SIZES),
                    metavar="TOKENSxHIDDEN", help="activation sizes (default: %(default)s)")
     p.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES),
                    default=["float32", "bfloat16"])
@@ -45,20 +44,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _table(title: str, rows: list[opbench.OpBenchRow]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for name in ("op", "dtype", "shape", "kernel us", "ref us", "speedup", "F.rms_norm us",
-                 "GB/s", "floor us", "kernel/floor"):
-        table.add_column(name, justify="left" if name in ("op", "dtype", "shape") else "right")
-    for r in rows:
-        ratio = f"{r.kernel_over_floor:.2f}x"
-        table.add_row(
-            r.op, r.dtype, "x".join(map(str, r.shape)), f"{r.kernel_us:,.1f}",
-            f"{r.reference_us:,.1f}", f"{r.speedup:.2f}x",
-            "" if r.f_rms_norm_us is None else f"{r.f_rms_norm_us:,.1f}",
-            f"{r.achieved_gbps:.1f}", f"{r.floor_us:,.1f}", ratio,
-        )
-    return table
+def _load() -> str:
+    """The load average: above ~0 before a run, other processes compete for the cores."""
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
                   f"cpu capability {torch.backends.cpu.get_cpu_capability()}, "
-                  f"{args.rounds} rounds")
+                  f"{args.rounds} rounds, {_load()}")
     dtypes = [DTYPES[d] for d in args.dtypes]
     with console.status("measuring") as status:
         rows = opbench.measure_ops(
@@ -78,9 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     for tokens, hidden in args.sizes:
         block = [r for r in rows if r.size == (tokens, hidden)]
-        copy = sorted(r.copy_gbps for r in block)[len(block) // 2] if block else 0.0
-        console.print(_table(f"[{tokens} tokens, {hidden} hidden]  clone copy bandwidth "
-                             f"{copy:.1f} GB/s (median over rows)", block))
+        if not block:
+            continue
+        clone = statistics.median(r.copy_gbps for r in block)
+        prefaulted = statistics.median(r.prefaulted_copy_gbps for r in block)
+        console.print(ops_table(opbench.rows_as_dicts(block),
+                                f"[{tokens} tokens, {hidden} hidden]  floor bandwidth (clone) "
+                                f"{clone:.1f} GB/s, copy_ into a touched buffer "
+                                f"{prefaulted:.1f} GB/s"))
+    console.print(f"done, {_load()}; kernel/floor and speedup are medians of per-round ratios")
     if args.json:
         args.json.write_text(json.dumps(opbench.rows_as_dicts(rows), indent=1))
         console.print(f"wrote {args.json}")

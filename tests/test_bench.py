@@ -89,3 +89,18 @@ def test_bad_input_is_one_line_exit_2(args, message):
     assert run.code == 2, run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], run.stderr
+
+
+def test_op_microbenchmarks_measure_every_op_against_its_floor(bundled):
+    from aclcap import opbench
+    from aclcap.report import ops_table
+
+    rows = opbench.measure_ops([(8, 256)], dtypes=(torch.float32,), rounds=2,
+                               min_run_time=0.01, copy_bytes=8 << 20)
+    assert {r.op for r in rows} == set(opbench.OPS)
+    for r in rows:
+        assert r.kernel_us > 0 and r.reference_us > 0 and r.floor_us > 0 and r.bytes_moved > 0
+        assert r.kernel_over_floor > 0 and r.speedup > 0
+    norm = next(r for r in rows if r.op == "rms_norm")
+    assert norm.f_rms_norm_us is not None
+    assert ops_table(opbench.rows_as_dicts(rows)).row_count == len(rows)

@@ -145,17 +145,14 @@ def test_broken_model_file_is_one_line_exit_2(tmp_path, body, message):
     assert len(lines) == 1 and str(model) in lines[0] and message in lines[0], run.stderr
 
 
-@pytest.mark.skipif(unavailable_reason("cuda") is not None,
-                    reason=str(unavailable_reason("cuda")))
-def test_cuda_graph_capture_matches_eager():
-    run = capture(TINY, "--shapes", "1,2,4,8", "--device", "cuda")
+@pytest.mark.parametrize("device,mechanism", [
+    pytest.param(d, m, marks=pytest.mark.skipif(unavailable_reason(d) is not None,
+                                                reason=str(unavailable_reason(d))))
+    for d, m in (("cuda", "cudagraph"), ("npu", "aclgraph"))])
+def test_device_graph_capture_matches_eager(device, mechanism):
+    run = capture(TINY, "--shapes", "1,2,4,8", "--device", device)
     assert run.code == 0, run.stderr
-    assert {r["mechanism"] for r in run.json()["results"]} == {"cudagraph"}
-
-
-@pytest.mark.skipif(unavailable_reason("npu") is not None,
-                    reason=str(unavailable_reason("npu")))
-def test_aclgraph_capture_matches_eager():
-    run = capture(TINY, "--shapes", "1,2,4,8", "--device", "npu")
-    assert run.code == 0, run.stderr
-    assert {r["mechanism"] for r in run.json()["results"]} == {"aclgraph"}
+    assert {r["mechanism"] for r in run.json()["results"]} == {mechanism}
+    totals = run.json()["totals"]
+    assert totals["capture_order"] == [8, 4, 2, 1]
+    assert totals["memory_over_largest"] <= 1.5  # one shared pool, largest first

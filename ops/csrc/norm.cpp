@@ -16,11 +16,16 @@ void check_norm_args(const at::Tensor& input, const at::Tensor& weight) {
               input.scalar_type());
 }
 
-template <typename T>
+// kPrefetch: whether this pass is the first over the row (it streams from memory, so
+// software prefetch pays) or a later one (the row is in L1/L2 already).
+template <bool kPrefetch, typename T>
 float sum_of_squares(const T* x, int64_t n) {
   fVec acc0(0.f), acc1(0.f);
   int64_t i = 0;
   for (; i + kChunk <= n; i += kChunk) {
+    if constexpr (kPrefetch) {
+      prefetch_ahead(x + i);
+    }
     fVec a, b;
     load_chunk(x + i, a, b);
     acc0 = at::vec::fmadd(a, a, acc0);
@@ -55,6 +60,8 @@ template <typename T>
 void add_into(const T* in, T* res, int64_t n) {
   int64_t i = 0;
   for (; i + kChunk <= n; i += kChunk) {
+    prefetch_ahead(in + i);
+    prefetch_ahead(res + i);
     fVec ia, ib, ra, rb;
     load_chunk(in + i, ia, ib);
     load_chunk(res + i, ra, rb);
@@ -80,7 +87,7 @@ at::Tensor rms_norm(const at::Tensor& input, const at::Tensor& weight, double ep
     scalar_t* op = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, rows, grain_for_row(n), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const float rstd = 1.f / std::sqrt(sum_of_squares(xp + r * n, n) / n + float(eps));
+        const float rstd = 1.f / std::sqrt(sum_of_squares<true>(xp + r * n, n) / n + float(eps));
         scale_row(xp + r * n, wp, op + r * n, n, rstd);
       }
     });
@@ -106,7 +113,7 @@ void fused_add_rms_norm(at::Tensor& input, at::Tensor& residual, const at::Tenso
     at::parallel_for(0, rows, grain_for_row(n), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         add_into(ip + r * n, rp + r * n, n);
-        const float rstd = 1.f / std::sqrt(sum_of_squares(rp + r * n, n) / n + float(eps));
+        const float rstd = 1.f / std::sqrt(sum_of_squares<false>(rp + r * n, n) / n + float(eps));
         scale_row(rp + r * n, wp, ip + r * n, n, rstd);
       }
     });

@@ -36,6 +36,21 @@ inline void store_chunk(T* p, const fVec& a, const fVec& b) {
   }
 }
 
+// Prefetch the data that one chunk read kPrefetchBytes further on will need. The kernels
+// stream two or three arrays at once in rows of a few KiB, and the hardware prefetchers
+// stop at every 4 KiB page boundary; this keeps the loads ahead across them. Prefetches
+// past the end of an array are harmless (they never fault).
+constexpr int64_t kPrefetchBytes = 2048;
+
+template <typename T>
+inline void prefetch_ahead(const T* p) {
+  const char* c = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+  __builtin_prefetch(c);
+  if constexpr (sizeof(T) * kChunk > 64) {
+    __builtin_prefetch(c + 64);
+  }
+}
+
 // Rows per parallel task: enough work per task (about 64 KiB of elements) to amortize
 // the OpenMP fork, at least one row.
 inline int64_t grain_for_row(int64_t row_len) {
