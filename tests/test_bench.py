@@ -104,3 +104,13 @@ def test_op_microbenchmarks_measure_every_op_against_its_floor(bundled):
     norm = next(r for r in rows if r.op == "rms_norm")
     assert norm.f_rms_norm_us is not None
     assert ops_table(opbench.rows_as_dicts(rows)).row_count == len(rows)
+
+
+def test_pad_times_padded_against_exact_sizes():
+    from aclcap.bench import run_bench
+
+    report = run_bench(TINY, [2, 4], "cpu", modes=["graph"], rounds=5, pad=True)
+    rows = {(r.size, r.mode) for r in report.rows}
+    assert rows == {(2, "graph"), (3, "graph"), (3, "padded"), (4, "graph")}
+    cost = report.padding_cost()
+    assert set(cost) == {3} and cost[3] > 0
