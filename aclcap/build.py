@@ -149,10 +149,13 @@ class BuildError(Exception):
 def _cuda_skip_reason() -> str:
     if shutil.which("nvcc") is None:
         return "no nvcc"
+    version = importlib.metadata.version("torch")
+    if version.endswith("+cpu"):  # answered without importing torch (a second, on this path)
+        return f"torch {version} is a CPU-only build"
     import torch
 
     if torch.version.cuda is None:
-        return f"torch {torch.__version__} is a CPU-only build"
+        return f"torch {version} is a CPU-only build"
     return "no CUDA sources in ops/csrc/cuda"
 
 

@@ -6,17 +6,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 import aclcap
-from aclcap.bench import BenchReport
-from aclcap.build import BuildReport
-from aclcap.capture import CaptureReport, CaptureRow
 from aclcap.errors import UsageError
-from aclcap.metacheck import MetaReport
+
+if TYPE_CHECKING:  # result types only: importing them pulls in torch, which `build` avoids
+    from aclcap.bench import BenchReport
+    from aclcap.build import BuildReport
+    from aclcap.capture import CaptureReport, CaptureRow
+    from aclcap.metacheck import MetaReport
 
 STATUS_STYLE = {"pass": "green", "built": "green", "up_to_date": "green", "missing": "red",
                 "fail": "red", "failed": "red", "crashed": "red", "timeout": "red",
