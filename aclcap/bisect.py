@@ -14,8 +14,8 @@ import torch
 import torch.fx
 
 from aclcap.compare import compare
+from aclcap.errors import first_line
 from aclcap.export import export_step
-from aclcap.metachecks import first_line
 
 
 class _Recorder(torch.fx.Interpreter):

@@ -130,6 +130,7 @@ def check_meta(
         _lint(paths, json_path)
         return
     from aclcap.devices import resolve_device
+    from aclcap.metacheck import STATUSES
     from aclcap.metacheck import check_meta as run_check
     from aclcap.stubs import emit_stubs as write_stubs
 
@@ -150,8 +151,7 @@ def check_meta(
                            on_start=started, on_done=done)
     console = report.console_for(json_path)
     if json_path:
-        counts = {s: result.count(s) for s in ("pass", "missing", "fail", "crashed", "timeout",
-                                               "not_exercised")}
+        counts = {s: result.count(s) for s in STATUSES}
         report.write_json(json_path, report.document("check-meta", resolved, result.rows(),
                                                      namespaces=result.namespaces,
                                                      summary=counts))
@@ -392,7 +392,7 @@ def main() -> None:
     except Exception as exc:
         if _debug:
             raise
-        from aclcap.metachecks import first_line
+        from aclcap.errors import first_line
 
         _err.print(f"[red]internal error:[/] {first_line(exc)} (rerun with --debug for the "
                    "traceback)", highlight=False, soft_wrap=True)

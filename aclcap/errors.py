@@ -4,3 +4,16 @@ line and exits 2 (../shared/README.md section 4)."""
 
 class UsageError(Exception):
     """Bad input or environment; the message names the problem and the fix."""
+
+
+def first_line(exc: BaseException, limit: int = 160) -> str:
+    """`Type: first line of the message`, cut to `limit`: how any caught error is reported."""
+    text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def last_line(exc: BaseException) -> str:
+    """`Type: last line of the message`: for import errors, whose last line says what broke."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__

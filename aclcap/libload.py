@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from aclcap.errors import UsageError
+from aclcap.errors import UsageError, last_line
 
 BUNDLED = "aclcap_ops"
 
@@ -49,8 +49,7 @@ def load_library(spec: str) -> None:
             "(pass a .so or .py path, or an importable module)"
         ) from exc
     except Exception as exc:  # a library's own import or dlopen error: report, don't crash
-        last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
-        raise UsageError(f"op library {spec} failed to load: {type(exc).__name__}: {last}") from exc
+        raise UsageError(f"op library {spec} failed to load: {last_line(exc)}") from exc
 
 
 def load_libraries(specs: list[str]) -> list[str]:

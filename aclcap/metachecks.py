@@ -17,18 +17,13 @@ from torch.fx.experimental.symbolic_shapes import (
 )
 from torch.utils._pytree import tree_flatten, tree_map_only
 
+from aclcap.errors import first_line
 from aclcap.samples import SampleInput, samples_for
 
 WARNING = "warning: "
 # opcheck's tests; test_autograd_registration only runs when an input requires grad.
 OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor",
                  "test_aot_dispatch_dynamic")
-
-
-def first_line(exc: BaseException, limit: int = 160) -> str:
-    text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
-    text = text if len(text) <= limit else text[: limit - 3] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _clone(value: Any) -> Any:

@@ -21,8 +21,9 @@ def main() -> None:
     request = json.loads(sys.stdin.read())
     import torch
 
+    from aclcap.errors import first_line
     from aclcap.libload import load_libraries
-    from aclcap.metachecks import check_op, first_line
+    from aclcap.metachecks import check_op
 
     load_libraries(request["libs"])
     dtypes = [getattr(torch, name) for name in request["dtypes"]]

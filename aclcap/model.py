@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aclcap.errors import UsageError
+from aclcap.errors import UsageError, last_line
 from aclcap.libload import load_library
 
 DEFAULT_SHAPES = [1, 2, 4, 8]
@@ -45,11 +45,6 @@ def parse_shapes(text: str) -> list[int]:
     return sorted(set(shapes))
 
 
-def _last_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[-1]}" if text else type(exc).__name__
-
-
 def load_model_file(path: str | Path) -> ModelSpec:
     """Import the file by path and check the contract's names and types."""
     path = Path(path)
@@ -68,7 +63,7 @@ def load_model_file(path: str | Path) -> ModelSpec:
     except UsageError:
         raise
     except Exception as exc:
-        raise UsageError(f"model file {path} failed to import: {_last_line(exc)}") from exc
+        raise UsageError(f"model file {path} failed to import: {last_line(exc)}") from exc
     for fn in ("build_model", "make_inputs"):
         if not callable(getattr(module, fn, None)):
             raise UsageError(f"model file {path} does not define {fn}() "
@@ -97,7 +92,7 @@ def build(spec: ModelSpec, device: Any, dtype: Any) -> Any:
     try:
         model = spec.build_model(torch.device(device), dtype)
     except Exception as exc:
-        raise UsageError(f"model file {spec.path}: build_model raised {_last_line(exc)}") from exc
+        raise UsageError(f"model file {spec.path}: build_model raised {last_line(exc)}") from exc
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"model file {spec.path}: build_model returned "
                          f"{type(model).__name__}, not a torch.nn.Module")
@@ -114,7 +109,7 @@ def inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tuple:
         result = spec.make_inputs(size, torch.device(device), dtype)
     except Exception as exc:
         raise UsageError(f"model file {spec.path}: make_inputs({size}) raised "
-                         f"{_last_line(exc)}") from exc
+                         f"{last_line(exc)}") from exc
     if isinstance(result, torch.Tensor):
         result = (result,)
     if not (isinstance(result, (tuple, list)) and all(isinstance(t, torch.Tensor)

@@ -16,8 +16,8 @@ import torch
 
 import aclcap
 from aclcap.backends.base import Captured, CaptureError
+from aclcap.errors import first_line
 from aclcap.export import export_step
-from aclcap.metachecks import first_line
 from aclcap.model import ModelSpec, inputs, size_dims
 
 

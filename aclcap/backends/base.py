@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -22,7 +22,6 @@ class Captured:
     memory_bytes: int
     replay: Callable[[tuple], Any]
     static_inputs: tuple = ()
-    notes: list[str] = field(default_factory=list)
 
 
 class Backend(Protocol):

@@ -19,7 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.backends.base import Captured, CaptureError
-from aclcap.metachecks import first_line
+from aclcap.errors import first_line
 from aclcap.model import ModelSpec, inputs
 
 MECHANISMS = {"cuda": "cudagraph", "npu": "aclgraph"}
