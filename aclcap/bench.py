@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.backends import backend_for
 from aclcap.backends.base import CaptureError
-from aclcap.capture import pad_to, parse_dtype
+from aclcap.capture import pad_to, padded_sizes, parse_dtype
 from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
 from aclcap.model import build, inputs, load_model_file, size_dims
@@ -125,9 +125,8 @@ def run_bench(
     resolved = resolve_device(device)
     spec = load_model_file(model_path or default_model())
     capture_sizes = sorted(set(shapes or spec.shapes))
-    between = [s for s in range(capture_sizes[0] + 1, capture_sizes[-1])
-               if s not in capture_sizes] if pad else []
-    sizes = sorted(capture_sizes + between)
+    between = padded_sizes(capture_sizes) if pad else {}
+    sizes = sorted([*capture_sizes, *between])
     modes = modes or list(MODES)
     if pad and "graph" not in modes:
         raise UsageError("--pad measures graph replay: keep graph in --modes")
@@ -172,7 +171,7 @@ def run_bench(
             steps[(size, mode)] = fn
             done += 1
         if size in between:
-            target = next(s for s in capture_sizes if s > size)
+            target = between[size]
             padded = pad_to(args, dims, size, target)
             cap = captured[target]
             steps[(size, "padded")] = lambda c=cap, a=padded: c.replay(a)

@@ -15,6 +15,7 @@ from aclcap.backends.base import Captured, CaptureError
 from aclcap.compare import Comparison, compare, tolerance_for
 from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
+from aclcap.metachecks import clone_tensors
 from aclcap.model import ModelSpec, build, inputs, load_model_file, size_dims
 from aclcap.trace import TraceReport, trace_model
 
@@ -79,10 +80,6 @@ class CaptureReport:
         return [asdict(r) for r in self.rows]
 
 
-def _clone(args: tuple) -> tuple:
-    return tuple(t.clone() for t in args)
-
-
 def _labelled(outputs: Any, args: tuple, mutated: list[int]) -> dict[str, Any]:
     leaves = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     labelled: dict[str, Any] = {f"output {i}": o for i, o in enumerate(leaves)}
@@ -92,7 +89,7 @@ def _labelled(outputs: Any, args: tuple, mutated: list[int]) -> dict[str, Any]:
 
 def _eager(model: torch.nn.Module, args: tuple) -> tuple[Any, tuple, list[int]]:
     """Eager outputs, the inputs after the step, and which of them the step mutated."""
-    after = _clone(args)
+    after = clone_tensors(args)
     with torch.no_grad():
         out = model(*after)
     mutated = [i for i, (a, b) in enumerate(zip(args, after, strict=True)) if not torch.equal(a, b)]
@@ -106,7 +103,7 @@ def _check(model: torch.nn.Module, cap: Captured, args: tuple, tol: dict[str, fl
            logits: bool) -> tuple[Comparison, LogprobResult | None]:
     """Replay on `args` (fresh) and compare with eager on the same values."""
     want_out, want_args, mutated = _eager(model, args)
-    got_args = _clone(args)
+    got_args = clone_tensors(args)
     got_out = cap.replay(got_args)
     result = compare(_labelled(want_out, want_args, mutated),
                      _labelled(got_out, got_args, mutated), tol)
@@ -172,15 +169,18 @@ def _cut_outputs(outputs: Any, size: int, target: int) -> Any:
     return cut if isinstance(outputs, (tuple, list)) else cut[0]
 
 
+def padded_sizes(capture_sizes: list[int]) -> dict[int, int]:
+    """Each size between the capture sizes -> the capture size it is padded up to."""
+    ordered = sorted(capture_sizes)
+    return {size: next(s for s in ordered if s > size)
+            for size in range(ordered[0] + 1, ordered[-1]) if size not in ordered}
+
+
 def _pad_rows(model: torch.nn.Module, spec: ModelSpec, captured: dict[int, Captured],
               dims: list[list[int]], mechanism: str, device: str, dtype: torch.dtype,
               tol: dict[str, float]) -> list[CaptureRow]:
     rows = []
-    sizes = sorted(captured)
-    for size in range(sizes[0] + 1, sizes[-1]):
-        if size in captured:
-            continue
-        target = next(s for s in sizes if s > size)
+    for size, target in padded_sizes(list(captured)).items():
         args = inputs(spec, size, device, dtype)
         want_out, want_args, mutated = _eager(model, args)
         got_args = pad_to(args, dims, size, target)

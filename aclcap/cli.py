@@ -7,6 +7,7 @@ traceback); a failed check exits 1 (../shared/README.md section 4).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -53,6 +54,17 @@ def _options(
 def _progress() -> Progress:
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                     MofNCompleteColumn(), TimeElapsedColumn(), console=_err, transient=True)
+
+
+def _stepper(progress: Progress) -> Callable[[str, int, int], None]:
+    """A task on `progress` and the `on_progress(message, done, total)` callback that drives
+    it, as run_capture and run_bench report their steps (total 0: indeterminate)."""
+    task = progress.add_task("loading the model file", total=None)
+
+    def advance(message: str, done: int, total: int) -> None:
+        progress.update(task, description=message, completed=done, total=total or None)
+
+    return advance
 
 
 @app.command()
@@ -130,6 +142,7 @@ def check_meta(
         _lint(paths, json_path)
         return
     from aclcap.devices import resolve_device
+    from aclcap.libload import BUNDLED
     from aclcap.metacheck import STATUSES
     from aclcap.metacheck import check_meta as run_check
     from aclcap.stubs import emit_stubs as write_stubs
@@ -147,7 +160,7 @@ def check_meta(
         def done(op: str) -> None:
             progress.update(task, advance=1, description=f"checked {op}")
 
-        result = run_check(lib or ["aclcap_ops"], namespace, resolved, timeout, strict,
+        result = run_check(lib or [BUNDLED], namespace, resolved, timeout, strict,
                            on_start=started, on_done=done)
     console = report.console_for(json_path)
     if json_path:
@@ -274,12 +287,8 @@ def capture(
     sizes = parse_shapes(shapes) if shapes is not None else None
     _quiet_torch()
     with _progress() as progress:
-        task = progress.add_task("loading the model file", total=None)
-
-        def advance(message: str, done: int, total: int) -> None:
-            progress.update(task, description=message, completed=done, total=total)
-
-        result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect, advance)
+        result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect,
+                             _stepper(progress))
     if json_path:
         report.write_json(json_path, report.document(
             "capture", result.device, result.result_rows(), model=str(model),
@@ -337,18 +346,14 @@ def bench(
     baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
     _quiet_torch()
     with _progress() as progress:
-        task = progress.add_task("loading the model file", total=None)
-
-        def advance(message: str, done: int, total: int) -> None:
-            progress.update(task, description=message, completed=done, total=total)
-
+        advance = _stepper(progress)
         result = run_bench(str(model) if model else None, sizes, device, dtype, chosen, rounds,
                            advance, pad)
         op_rows = []
         if ops and not result.interrupted:
             from aclcap import opbench
 
-            progress.update(task, description="timing the bundled ops", total=None)
+            advance("timing the bundled ops", 0, 0)
             op_rows = opbench.rows_as_dicts(opbench.measure_ops(opbench.DEFAULT_SIZES))
     doc = report.document("bench", result.device, result.result_rows(), model=result.model,
                           dtype=result.dtype, mechanism=result.mechanism, rounds=result.rounds,

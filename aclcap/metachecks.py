@@ -18,6 +18,7 @@ from torch.fx.experimental.symbolic_shapes import (
 from torch.utils._pytree import tree_flatten, tree_map_only
 
 from aclcap.errors import first_line
+from aclcap.registry import resolve_overload
 from aclcap.samples import SampleInput, samples_for
 
 WARNING = "warning: "
@@ -26,8 +27,9 @@ OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor",
                  "test_aot_dispatch_dynamic")
 
 
-def _clone(value: Any) -> Any:
-    return tree_map_only(torch.Tensor, lambda t: t.clone(), value)
+def clone_tensors(value: Any) -> Any:
+    """A copy of every tensor in a (nested) value: kernels may write their inputs."""
+    return tree_map_only(torch.Tensor, torch.clone, value)
 
 
 @dataclass
@@ -140,7 +142,7 @@ class _OpChecker:
 
     def run_sample(self, sample: SampleInput) -> Any:
         """Real kernel on copies; returns the outputs and records what it wrote."""
-        args, kwargs = _clone(sample.args), _clone(sample.kwargs)
+        args, kwargs = clone_tensors((sample.args, sample.kwargs))
         before = {name: t.clone() for arg, v in _bind(self.op, SampleInput(args, kwargs))
                   for name, t in _named_tensors(arg, v)}
         real = self.op(*args, **kwargs)
@@ -197,8 +199,9 @@ class _OpChecker:
                             "keep sizes symbolic", key=f"dynamic:{name}:{dim}")
 
     def check_opcheck(self, sample: SampleInput) -> None:
-        results = torch.library.opcheck(self.op, _clone(sample.args), _clone(sample.kwargs),
-                                        test_utils=OPCHECK_TESTS, raise_exception=False)
+        args, kwargs = clone_tensors((sample.args, sample.kwargs))
+        results = torch.library.opcheck(self.op, args, kwargs, test_utils=OPCHECK_TESTS,
+                                        raise_exception=False)
         for test, result in results.items():
             if isinstance(result, BaseException):
                 self.out.fail(f"opcheck {test}: {first_line(result)}", key=test)
@@ -208,7 +211,7 @@ class _OpChecker:
         compiled = torch.compile(lambda *a, **k: self.op(*a, **k), fullgraph=True,
                                  dynamic=True, backend="aot_eager")
         for sample, (real, real_inputs) in samples:
-            args, kwargs = _clone(sample.args), _clone(sample.kwargs)
+            args, kwargs = clone_tensors((sample.args, sample.kwargs))
             try:
                 got = compiled(*args, **kwargs)
             except Exception as exc:
@@ -234,9 +237,7 @@ class _OpChecker:
 def check_op(qualname: str, meta_kind: str, device: str, dtypes: list[torch.dtype],
              strict: bool = False) -> CheckOutcome:
     """Run every check over every sample of `qualname`; reasons name argument or output."""
-    ns, rest = qualname.split("::", 1)
-    name, overload = rest.split(".", 1)
-    op = getattr(getattr(getattr(torch.ops, ns), name), overload)
+    op = resolve_overload(qualname)
     make = samples_for(qualname)
     assert make is not None, f"{qualname} has no samples"
     checker = _OpChecker(op, meta_kind, strict)

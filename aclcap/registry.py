@@ -34,9 +34,14 @@ class OpInfo:
         return self.qualname.removesuffix(".default")
 
     def overload(self) -> torch._ops.OpOverload:
-        ns, rest = self.qualname.split("::", 1)
-        name, overload = rest.split(".", 1)
-        return getattr(getattr(getattr(torch.ops, ns), name), overload)
+        return resolve_overload(self.qualname)
+
+
+def resolve_overload(qualname: str) -> torch._ops.OpOverload:
+    """`ns::name.overload` -> torch.ops.ns.name.overload."""
+    ns, rest = qualname.split("::", 1)
+    name, overload = rest.split(".", 1)
+    return getattr(getattr(getattr(torch.ops, ns), name), overload)
 
 
 def _registered_at(dispatcher_name: str, key: str) -> str:

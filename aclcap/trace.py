@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map_only
 
-from aclcap.metachecks import fake_mismatches
+from aclcap.errors import first_text_line
+from aclcap.metachecks import clone_tensors, fake_mismatches
 from aclcap.registry import MISSING, list_ops
 from aclcap.samples import SampleInput
 
@@ -65,9 +65,9 @@ class _CustomOpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if name and name not in self.seen:
             self.seen.append(name)
-            sample = SampleInput(*tree_map_only(torch.Tensor, torch.clone, (args, kwargs)))
+            sample = SampleInput(*clone_tensors((args, kwargs)))
             out = func(*args, **kwargs)
-            self.first_calls[name] = (func, sample, tree_map_only(torch.Tensor, torch.clone, out))
+            self.first_calls[name] = (func, sample, clone_tensors(out))
             return out
         return func(*args, **kwargs)
 
@@ -82,23 +82,18 @@ def _break_site(stack: list, model_file: Path | None) -> tuple[str, int]:
     return frames[-1].filename, frames[-1].lineno or 0
 
 
-def _first_line(text: str) -> str:
-    return next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
-
-
 def trace_model(model: torch.nn.Module, inputs: tuple, model_file: Path | None = None
                 ) -> TraceReport:
     """Run torch._dynamo.explain over one call and an eager call under a recorder."""
-    clone = lambda: tuple(t.clone() for t in inputs)  # noqa: E731  (runs mutate inputs)
-    with torch.no_grad():
+    with torch.no_grad():  # each run gets its own copy: the step mutates its inputs
         recorder = _CustomOpRecorder()
         with recorder:
-            model(*clone())
-        explained = torch._dynamo.explain(model)(*clone())
+            model(*clone_tensors(inputs))
+        explained = torch._dynamo.explain(model)(*clone_tensors(inputs))
     breaks, seen = [], set()
     for br in explained.break_reasons:
         file, line = _break_site(br.user_stack, model_file)
-        key = (_first_line(br.reason), file, line)
+        key = (first_text_line(br.reason), file, line)
         if key not in seen:
             seen.add(key)
             breaks.append(GraphBreak(key[0], file, line))

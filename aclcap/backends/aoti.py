@@ -18,6 +18,7 @@ import aclcap
 from aclcap.backends.base import Captured, CaptureError
 from aclcap.errors import first_line
 from aclcap.export import export_step
+from aclcap.libload import BUNDLED
 from aclcap.model import ModelSpec, inputs, size_dims
 
 
@@ -32,7 +33,7 @@ def _library_fingerprint(spec: ModelSpec) -> str:
         path = spec.path.parent / lib
         if path.is_file():
             parts.append(hashlib.sha256(path.read_bytes()).hexdigest())
-        elif lib == "aclcap_ops":
+        elif lib == BUNDLED:
             from aclcap.build import default_build_dir
 
             stamp = default_build_dir() / "cpu" / "aclcap-stamp.json"
