@@ -26,10 +26,10 @@ run: build
 	$(BIN)/aclcap bench
 
 lint: install
-	$(BIN)/ruff check aclcap ops tests scripts
+	$(BIN)/ruff check aclcap aclcap_ops tests scripts examples
 
 test: build lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 clean:
 	rm -rf build

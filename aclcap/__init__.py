@@ -1,6 +1,8 @@
-"""aclcap: check that custom PyTorch ops are ready for graph mode (aclgraph, CUDA graphs, AOTI)."""
+"""aclcap: check that custom PyTorch ops are ready for graph mode (aclgraph, CUDA graphs, AOTI).
 
-from aclcap.samples import SampleInput, samples
+The public API is what an op library needs to declare sample inputs for `check-meta`."""
+
+from aclcap.meta.sample_inputs import SampleInput, samples
 
 __version__ = "0.1.0"
 

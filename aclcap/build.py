@@ -1,4 +1,4 @@
-"""Build the kernels in ops/ into loadable op libraries, one target per backend.
+"""Build the kernels in aclcap_ops/ into loadable op libraries, one target per backend.
 
 torch.utils.cpp_extension and ninja do the compiling and the incremental rebuilds; aclcap
 adds a content stamp in front of them so that "nothing changed" is answered without
@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aclcap.errors import UsageError
+from aclcap.status import Status
 
 CPU_LIBRARY_NAME = "aclcap_ops_cpu"
 # Flags per torch CPU capability: define CPU_CAPABILITY as torch's own kernels do, so that
@@ -37,10 +38,10 @@ _BASE_FLAGS = ["-O3", "-fopenmp"]
 
 @dataclass
 class Target:
-    """One backend's build outcome: status is built, up_to_date, skipped or failed."""
+    """One backend's build outcome: built, up_to_date, skipped or fail."""
 
     name: str
-    status: str
+    status: Status
     seconds: float = 0.0
     output: str | None = None
     reason: str = ""
@@ -53,14 +54,14 @@ class BuildReport:
 
     @property
     def ok(self) -> bool:
-        return all(t.status != "failed" for t in self.targets)
+        return all(t.status != Status.FAIL for t in self.targets)
 
     def rows(self) -> list[dict]:
         return [asdict(t) for t in self.targets]
 
 
 def ops_dir() -> Path:
-    """Where the bundled library's sources are, found without importing it (importing builds)."""
+    """Where the bundled library's sources are, found without importing anything."""
     spec = importlib.util.find_spec("aclcap_ops")
     if spec is None or not spec.submodule_search_locations:
         raise UsageError("the bundled op library 'aclcap_ops' is not installed: run `make build`")
@@ -99,6 +100,13 @@ def _cpu_key(src: Path) -> str:
 
 def _stamp(out_dir: Path) -> Path:
     return out_dir / "aclcap-stamp.json"
+
+
+def bundled_fingerprint(build_dir: Path | None = None) -> str:
+    """What identifies the built bundled library (its content key), for caches of artifacts
+    that call into it; empty when it is not built."""
+    stamp = _stamp(Path(build_dir or default_build_dir()) / "cpu")
+    return stamp.read_text() if stamp.exists() else ""
 
 
 def cpu_library_path(build_dir: Path) -> Path:
@@ -156,7 +164,7 @@ def _cuda_skip_reason() -> str:
 
     if torch.version.cuda is None:
         return f"torch {version} is a CPU-only build"
-    return "no CUDA sources in ops/csrc/cuda"
+    return "no CUDA sources in aclcap_ops/csrc/cuda"
 
 
 def _npu_skip_reason() -> str:
@@ -164,7 +172,7 @@ def _npu_skip_reason() -> str:
         return "CANN not found: ASCEND_HOME_PATH unset"
     if importlib.util.find_spec("torch_npu") is None:
         return "torch_npu not installed (pip install 'aclcap[npu]')"
-    return "no Ascend C sources in ops/csrc/npu"
+    return "no Ascend C sources in aclcap_ops/csrc/npu"
 
 
 def build(
@@ -174,7 +182,7 @@ def build(
     on_target: Callable[[str], None] | None = None,
     src: Path | None = None,
 ) -> BuildReport:
-    """Build every backend target of `src` (default: the bundled ops/); skipped backends
+    """Build every backend target of `src` (default: the bundled aclcap_ops/); skipped backends
     carry the reason."""
     src = Path(src) if src is not None else ops_dir()
     if not _cpu_sources(src):
@@ -189,29 +197,31 @@ def build(
     start = time.perf_counter()
     key = _cpu_key(src)
     if _cpu_up_to_date(build_dir, key):
-        report.targets.append(Target("cpu", "up_to_date", time.perf_counter() - start,
+        report.targets.append(Target("cpu", Status.UP_TO_DATE, time.perf_counter() - start,
                                      str(cpu_library_path(build_dir)), "up to date"))
     else:
         try:
             lib = _compile_cpu(src, build_dir, verbose)
             _stamp(build_dir / "cpu").write_text(json.dumps({"key": key}))
-            report.targets.append(Target("cpu", "built", time.perf_counter() - start, str(lib)))
+            report.targets.append(Target("cpu", Status.BUILT, time.perf_counter() - start,
+                                         str(lib)))
         except BuildError as exc:
-            report.targets.append(Target("cpu", "failed", time.perf_counter() - start, None,
+            report.targets.append(Target("cpu", Status.FAIL, time.perf_counter() - start, None,
                                          str(exc)))
 
     for name, why in (("cuda", _cuda_skip_reason()), ("npu", _npu_skip_reason())):
-        report.targets.append(Target(name, "skipped", 0.0, None, why))
+        report.targets.append(Target(name, Status.SKIPPED, 0.0, None, why))
     return report
 
 
 def ensure_cpu_library(build_dir: Path | None = None) -> Path:
-    """The CPU library's path, building it first if it is stale (used on import of aclcap_ops)."""
+    """The CPU library's path, building it first if it is stale (aclcap_ops.load())."""
     build_dir = Path(build_dir or default_build_dir())
     if _cpu_up_to_date(build_dir, _cpu_key(ops_dir())):
         return cpu_library_path(build_dir)
     report = build(build_dir)
     cpu = report.targets[0]
-    if cpu.status == "failed":
-        raise UsageError(f"building ops/ failed: {cpu.reason.splitlines()[0]} (run `aclcap build`)")
+    if cpu.status == Status.FAIL:
+        raise UsageError(f"building aclcap_ops/ failed: {cpu.reason.splitlines()[0]} "
+                         "(run `aclcap build`)")
     return Path(cpu.output or "")

@@ -1,9 +1,16 @@
-"""The one exception type for bad input or environment: the CLI prints its message as one
-line and exits 2 (../shared/README.md section 4)."""
+"""The exceptions that carry an exit code, and how any caught error is put in one line.
+
+The CLI maps them (aclcap/cli/_errors.py): UsageError exits 2 (bad input or environment),
+CaptureError exits 1 (a check failed: the step cannot be captured), anything else exits 3
+(a bug of aclcap itself)."""
 
 
 class UsageError(Exception):
     """Bad input or environment; the message names the problem and the fix."""
+
+
+class CaptureError(Exception):
+    """Capturing failed; the message names the op and source line where known."""
 
 
 def first_text_line(text: str) -> str:

@@ -1,5 +1,5 @@
 """Result objects -> rich tables and JSON documents. Both read the same rows, so the printed
-table and `--json` never disagree (../shared/README.md section 3)."""
+table and `--json` never disagree (README: machine-readable output)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,18 @@ from rich.table import Table
 
 import aclcap
 from aclcap.errors import UsageError
+from aclcap.status import Status
 
 if TYPE_CHECKING:  # result types only: importing them pulls in torch, which `build` avoids
-    from aclcap.bench import BenchReport
+    from aclcap.bench.run import BenchReport
     from aclcap.build import BuildReport
-    from aclcap.capture import CaptureReport, CaptureRow
-    from aclcap.metacheck import MetaReport
+    from aclcap.capture.run import CaptureReport, CaptureRow
+    from aclcap.meta.runner import MetaReport
 
-STATUS_STYLE = {"pass": "green", "built": "green", "up_to_date": "green", "missing": "red",
-                "fail": "red", "failed": "red", "crashed": "red", "timeout": "red",
-                "not_exercised": "yellow", "skipped": "yellow"}
+STATUS_STYLE = {Status.PASS: "green", Status.BUILT: "green", Status.UP_TO_DATE: "green",
+                Status.MISSING: "red", Status.FAIL: "red", Status.CRASHED: "red",
+                Status.TIMEOUT: "red", Status.NOT_EXERCISED: "yellow",
+                Status.UNVERIFIED: "yellow", Status.SKIPPED: "yellow"}
 
 
 def document(command: str, device: str, results: list[dict], **extra: Any) -> dict:
@@ -44,8 +46,8 @@ def write_json(path: str, doc: dict) -> None:
     target.write_text(text)
 
 
-def _status(text: str) -> str:
-    return f"[{STATUS_STYLE.get(text, 'white')}]{text}[/]"
+def _status(status: str, label: str | None = None) -> str:
+    return f"[{STATUS_STYLE.get(status, 'white')}]{label or status}[/]"
 
 
 def build_table(report: BuildReport) -> Table:
@@ -54,9 +56,10 @@ def build_table(report: BuildReport) -> Table:
         table.add_column(col)
     for t in report.targets:
         detail = t.output or t.reason
-        if t.status == "failed":
+        if t.status == Status.FAIL:
             detail = t.reason
-        table.add_row(t.name, _status(t.status.replace("_", " ")), f"{t.seconds:.2f}", detail)
+        table.add_row(t.name, _status(t.status, t.status.replace("_", " ")), f"{t.seconds:.2f}",
+                      detail)
     return table
 
 
@@ -76,8 +79,10 @@ def meta_table(report: MetaReport) -> Table:
     table.add_column("reasons", ratio=4)
     for r in report.results:
         signature = r.schema[r.schema.find("("):]  # the op line already names it
+        sources = f"\n[dim]samples: {'; '.join(r.sample_sources)}[/]" if r.sample_sources else ""
         table.add_row(f"[bold]{r.op}[/]\n[dim]{signature}[/]", ", ".join(r.kernels) or "none",
-                      _short_paths(r.meta_source), _status(r.status), "\n".join(r.reasons))
+                      _short_paths(r.meta_source) + sources, _status(r.status),
+                      "\n".join(f.text() for f in r.findings))
     return table
 
 
@@ -164,6 +169,8 @@ def trace_lines(report: CaptureReport) -> list[str]:
     trace = report.trace
     lines = [f"trace: {trace.graph_count} graph(s), {len(trace.graph_breaks)} graph break(s), "
              f"ops per graph {trace.ops_per_graph}"]
+    if failure := trace.error_line():
+        lines.append(f"  {failure}")
     for br in trace.graph_breaks:
         lines.append(f"  break at {_short_paths(br.file)}:{br.line}: {br.reason}")
     lines.append("custom ops in graph: " + (", ".join(trace.custom_ops_in_graph) or "none"))

@@ -7,8 +7,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-import aclcap_ops  # noqa: F401  (loads torch.ops.aclcap)
+import aclcap_ops
 
+aclcap_ops.load()  # builds if stale, then registers torch.ops.aclcap
 SHAPES = [1, 2, 4]
 
 # A custom op with a real kernel but no fake/meta impl: the defect check-meta reports.

@@ -1,5 +1,5 @@
 """A small Llama-style decoder step built from the bundled aclcap ops, for `aclcap capture`
-and `aclcap bench` (model-file contract: ../shared/README.md section 1).
+and `aclcap bench` (the README's model-file contract).
 
 One step: vocab-parallel embedding masking -> N x [rms_norm -> qkv -> rotary_embedding ->
 reshape_and_cache into a static paged KV cache -> attention over the cache (SDPA) -> o_proj
@@ -13,8 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import aclcap_ops  # noqa: F401  (loads torch.ops.aclcap)
+import aclcap_ops
 from aclcap_ops.samples import cos_sin_cache
+
+aclcap_ops.load()  # builds if stale, then registers torch.ops.aclcap
 
 OP_LIBRARIES = ["aclcap_ops"]
 SHAPES = [1, 2, 4, 8]

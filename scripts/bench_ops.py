@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/bench_ops.py [--rounds N] [--json PATH]
 
-Prints one table per size and dtype; see aclcap/opbench.py for what is measured and why.
+Prints one table per size and dtype; see aclcap_ops/opbench.py for what is measured and why.
 kernel/floor under 1 means the op's data stayed (partly) in the last-level cache.
 """
 
@@ -19,8 +19,9 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from aclcap import opbench
+import aclcap_ops
 from aclcap.report import ops_table
+from aclcap_ops import opbench
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -38,7 +39,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    metavar="TOKENSxHIDDEN", help="activation sizes (default: %(default)s)")
     p.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES),
                    default=["float32", "bfloat16"])
-    p.add_argument("--ops", nargs="+", choices=opbench.OPS, default=list(opbench.OPS))
+    p.add_argument("--ops", nargs="+", choices=aclcap_ops.OPS, default=list(aclcap_ops.OPS))
     p.add_argument("--min-run-time", type=float, default=0.1,
                    help="seconds per timed measurement (default: %(default)s)")
     return p.parse_args(argv)
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     # Rich falls back to 80 columns when stdout is not a terminal: too narrow for the table.
     console = Console(width=None if sys.stdout.isatty() else 132)
-    import aclcap_ops  # noqa: F401  (builds if stale, then registers torch.ops.aclcap)
+    aclcap_ops.load()  # builds if stale, then registers torch.ops.aclcap
 
     console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
                   f"cpu capability {torch.backends.cpu.get_cpu_capability()}, "

@@ -1,4 +1,6 @@
-"""Shared fixtures: the bundled library loaded once, and a runner for the real CLI."""
+"""Shared fixtures: the bundled library loaded once, and two runners for the CLI: in-process
+through typer's CliRunner (most tests: cheap, no torch import per test), and as a real
+process (the few end-to-end tests: console script, --debug tracebacks, import cost)."""
 
 from __future__ import annotations
 
@@ -34,8 +36,21 @@ class Run:
         return json.loads(self.stdout)
 
 
-def aclcap(*args: str, timeout: float = 600, cwd: Path = ROOT, **env_vars: str) -> Run:
-    """Run the installed console script as a user would (a real process: kernels may crash)."""
+def aclcap(*args: str, **env_vars: str) -> Run:
+    """Run the CLI in this process. Kernels run in check-meta's worker process anyway, so
+    only the parsing, the pipeline and the printing happen here."""
+    from typer.testing import CliRunner
+
+    from aclcap.cli import app
+
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **env_vars})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Run(result.exit_code, result.stdout, result.stderr)
+
+
+def aclcap_process(*args: str, timeout: float = 600, cwd: Path = ROOT, **env_vars: str) -> Run:
+    """Run the installed console script as a user would, in its own process."""
     env = {**os.environ, "COLUMNS": "200", **env_vars}
     exe = Path(sys.executable).with_name("aclcap")
     proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout,
@@ -48,6 +63,8 @@ def bundled():
     """Import the bundled op library (builds it if stale) and return torch.ops.aclcap."""
     import torch
 
-    import aclcap_ops  # noqa: F401
+    import aclcap_ops
+
+    aclcap_ops.load()
 
     return torch.ops.aclcap

@@ -6,11 +6,10 @@ import math
 
 import torch
 
-from aclcap.accuracy import LOGPROB_ATOL, logprob_check
-from aclcap.backends.base import Captured
-from aclcap.capture import REPLAYS, _replay_row
-from aclcap.compare import tolerance_for
-from aclcap.model import build, load_model_file
+from aclcap.capture.accuracy import LOGPROB_ATOL, logprob_check
+from aclcap.capture.run import REPLAYS, _replay_row
+from aclcap.graph.backends.base import Captured
+from aclcap.graph.step import prepare_step
 from tests.conftest import ROOT
 
 
@@ -61,12 +60,10 @@ class _FirstReplayStale:
 
 
 def test_double_replay_names_a_stale_first_replay():
-    spec = load_model_file(ROOT / "tests" / "models" / "diverging.py")
-    model = build(spec, "cpu", torch.float32)
-    replay = _FirstReplayStale(model)
+    step = prepare_step(str(ROOT / "tests" / "models" / "diverging.py"), "cpu", "float32")
+    replay = _FirstReplayStale(step.model)
     cap = Captured(2, 1.0, 0, replay)
-    row = _replay_row(model, spec, cap, "aoti", "cpu", torch.float32,
-                      tolerance_for(torch.float32, None))
+    row = _replay_row(step, cap, "aoti")
     assert replay.calls == REPLAYS == row.replays
     assert row.status == "fail"
     assert row.reasons[0] == "the first replay differs from eager, later ones match"

@@ -1,11 +1,12 @@
 """check-meta end to end: the bundled library passes, and each planted defect of the
 test-only library (tests/fixtures/badops.py) is found and named, with the contract's exit
-codes (../shared/README.md section 4)."""
+codes (README: exit codes)."""
 
 from __future__ import annotations
 
 import pytest
 
+import aclcap_ops
 from tests.conftest import BADOPS, aclcap
 
 
@@ -19,12 +20,10 @@ def test_bundled_library_passes():
     doc = run.json()
     assert doc["tool"] == "aclcap" and doc["command"] == "check-meta" and doc["device"] == "cpu"
     results = rows(run)
-    assert set(results) == {f"aclcap::{n}.default" for n in (
-        "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-        "get_masked_input_and_mask", "reshape_and_cache")}
+    assert set(results) == {f"aclcap::{n}.default" for n in aclcap_ops.OPS}
     assert all(r["status"] == "pass" and r["kernels"] == ["CPU"] for r in results.values())
     assert results["aclcap::silu_and_mul.default"]["meta_source"].startswith("C++ Meta kernel")
-    assert "ops/meta.py" in results["aclcap::rms_norm.default"]["meta_source"]
+    assert "aclcap_ops/meta.py" in results["aclcap::rms_norm.default"]["meta_source"]
     assert doc["summary"]["pass"] == 6
     assert "6 ops: 6 pass, 0 missing meta, 0 failing, 0 not exercised" in run.stderr
 
@@ -113,21 +112,6 @@ def test_emit_stubs_round_trip(tmp_path):
     assert str(stubs) in rowsum["meta_source"]
 
 
-@pytest.mark.parametrize("args,message", [
-    (("--lib", "no/such/lib.so"), "op library no/such/lib.so not found"),
-    (("--lib", "no_such_module_xyz"), "op library 'no_such_module_xyz' not found"),
-    (("--device", "tpu"), "unknown device 'tpu'"),
-    (("--device", "cuda"), "cuda: "),
-    (("--emit-stubs", "/no/such/dir/x.py"), "folder /no/such/dir does not exist"),
-])
-def test_bad_input_is_one_line_exit_2(args, message):
-    run = aclcap("check-meta", *args)
-    assert run.code == 2
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], run.stderr
-    assert "Traceback" not in run.stderr
-
-
 def test_library_that_fails_to_import_is_one_line(tmp_path):
     broken = tmp_path / "broken.py"
     broken.write_text("raise RuntimeError('boom at import')\n")
@@ -137,6 +121,3 @@ def test_library_that_fails_to_import_is_one_line(tmp_path):
         f"error: op library {broken} failed to load: RuntimeError: boom at import"]
 
 
-def test_debug_shows_traceback():
-    run = aclcap("--debug", "check-meta", "--lib", "no/such/lib.so")
-    assert run.code != 0 and "Traceback" in run.stderr

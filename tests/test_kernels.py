@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from aclcap_ops import reference
 from aclcap_ops.samples import cos_sin_cache
@@ -82,11 +84,44 @@ def test_rotary_embedding_rejects_out_of_range_position(bundled):
                                  cos_sin_cache(8, 64, "cpu", torch.float32), True)
 
 
+@pytest.mark.parametrize("bad", (99, -1))
+def test_rotary_embedding_bad_position_leaves_query_and_key_alone(bundled, bad):
+    # The bad position comes last: rows 0 and 1 would be rotated before a check in the loop.
+    q = torch.randn(3, 2 * 64)
+    k = torch.randn(3, 64)
+    ref_q, ref_k = q.clone(), k.clone()
+    message = f"position {bad} is outside cos_sin_cache of 8 positions"
+    with pytest.raises(RuntimeError, match=message):
+        bundled.rotary_embedding(torch.tensor([1, 2, bad]), q, k, 64,
+                                 cos_sin_cache(8, 64, "cpu", torch.float32), True)
+    torch.testing.assert_close(q, ref_q, atol=0, rtol=0)
+    torch.testing.assert_close(k, ref_k, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", ((1, 128), (3, 100), (7, 2), (65, 8192), (2, 5, 66)))
 def test_silu_and_mul(bundled, dtype, shape):
     x = torch.randn(shape, dtype=dtype) * 4
     assert_close(bundled.silu_and_mul(x), reference.silu_and_mul(x))
+
+
+def test_silu_and_mul_meta_rejects_odd_last_dim(bundled):
+    # The C++ meta kernel must reject what the CPU kernel rejects, on meta and fake tensors.
+    with pytest.raises(RuntimeError, match="last dimension must be even"):
+        bundled.silu_and_mul(torch.empty(3, 5, device="meta"))
+    with FakeTensorMode(), pytest.raises(RuntimeError, match="last dimension must be even"):
+        bundled.silu_and_mul(torch.empty(3, 5))
+    assert bundled.silu_and_mul(torch.empty(3, 6, device="meta")).shape == (3, 3)
+    with FakeTensorMode():
+        assert bundled.silu_and_mul(torch.empty(2, 4, 10)).shape == (2, 4, 5)
+
+
+def test_silu_and_mul_meta_keeps_sizes_symbolic(bundled):
+    gm = make_fx(bundled.silu_and_mul, tracing_mode="symbolic")(torch.randn(4, 6))
+    (node,) = (n for n in gm.graph.nodes if n.op == "call_function")
+    assert all(isinstance(s, torch.SymInt) for s in node.meta["val"].shape)
+    with pytest.raises(RuntimeError, match="last dimension must be even"):
+        make_fx(bundled.silu_and_mul, tracing_mode="symbolic")(torch.randn(4, 5))
 
 
 @pytest.mark.parametrize("index_dtype", (torch.int32, torch.int64))
@@ -131,3 +166,20 @@ def test_reshape_and_cache_rejects_slot_outside_cache(bundled):
     cache = torch.zeros(1, 4, 1, 8)
     with pytest.raises(RuntimeError, match="outside the cache"):
         bundled.reshape_and_cache(key, key, cache, cache.clone(), torch.tensor([4]))
+
+
+def test_reshape_and_cache_bad_slot_leaves_caches_alone(bundled):
+    # 64 tokens, the bad slot last: a check in the loop would throw after the other 63 rows
+    # (padded ones aside) were already written.
+    key = torch.randn(64, 2, 8)
+    value = torch.randn_like(key)
+    k_cache = torch.randn(8, 16, 2, 8)  # 128 slots
+    v_cache = torch.randn_like(k_cache)
+    slots = torch.arange(64)
+    slots[5::7] = -1  # padded tokens stay allowed
+    slots[-1] = 1000
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    with pytest.raises(RuntimeError, match="slot 1000 is outside the cache of 128 slots"):
+        bundled.reshape_and_cache(key, value, k_cache, v_cache, slots)
+    torch.testing.assert_close(k_cache, ref_k, atol=0, rtol=0)
+    torch.testing.assert_close(v_cache, ref_v, atol=0, rtol=0)

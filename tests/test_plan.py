@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from aclcap.capture.plan import expected_waste, load_histogram, plan_sizes, vllm_default_sizes
 from aclcap.errors import UsageError
-from aclcap.plan import expected_waste, load_histogram, plan_sizes, vllm_default_sizes
 from tests.conftest import aclcap
 
 

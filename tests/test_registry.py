@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from aclcap.registry import list_ops
+from aclcap.meta.registry import list_ops
 
 
 def test_lists_bundled_ops_from_dispatcher(bundled):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from aclcap.registry import list_ops
-from aclcap.stubs import stub_source
+from aclcap.meta.registry import list_ops
+from aclcap.meta.stubs import stub_source
 
 _lib = torch.library.Library("aclcap_stubtest", "DEF")
 _lib.define("inplace(Tensor(a!) x, float alpha) -> ()")

@@ -5,7 +5,9 @@ compiler fuses the add and subtract in float32. `--bisect` must name the subtrac
 import torch
 from torch import nn
 
-import aclcap_ops  # noqa: F401
+import aclcap_ops
+
+aclcap_ops.load()
 
 OP_LIBRARIES = ["aclcap_ops"]
 SHAPES = [2, 4]

@@ -1,0 +1,1 @@
+"""aclcap bench: interleaved timing of eager, compiled and graph replay."""

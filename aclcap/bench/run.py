@@ -1,0 +1,197 @@
+"""aclcap bench: step time of eager vs torch.compile vs graph replay per size, interleaved
+in rounds in one process so machine drift cancels (README: timing method)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aclcap.bench.timing import median_p90, steps_for, time_block
+from aclcap.errors import CaptureError, UsageError
+from aclcap.graph.padding import pad_to, padded_sizes
+from aclcap.graph.step import prepare_step
+
+MODES = ("eager", "compiled", "graph")
+WARMUP_STEPS = 3
+
+
+@dataclass
+class BenchRow:
+    """One row of the bench table (README: machine-readable output)."""
+
+    size: int
+    mode: str
+    mechanism: str
+    step_median_us: float
+    step_p90_us: float
+    host_us: float
+    device_us: float | None
+    launches: int | None
+    speedup_vs_eager: float | None = None
+    spread: float = 0.0  # p90 / median over rounds
+
+
+@dataclass
+class BenchReport:
+    model: str
+    device: str
+    dtype: str
+    mechanism: str
+    rounds: int
+    rows: list[BenchRow] = field(default_factory=list)
+    interrupted: bool = False
+
+    def result_rows(self) -> list[dict]:
+        return [asdict(r) for r in self.rows]
+
+    def padding_cost(self) -> dict[int, float]:
+        """Per padded size, step time on the padded graph over the exact-size graph."""
+        by = {(r.size, r.mode): r.step_median_us for r in self.rows}
+        return {size: by[(size, "padded")] / by[(size, "graph")]
+                for size, mode in by if mode == "padded" and (size, "graph") in by}
+
+    def host_overhead_removed(self) -> dict[int, float]:
+        """Per size, the share of eager's host time per step that graph replay removed."""
+        by = {(r.size, r.mode): r for r in self.rows}
+        return {size: 1 - by[(size, "graph")].host_us / by[(size, "eager")].host_us
+                for size, mode in by if mode == "eager" and (size, "graph") in by}
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the ops one eager step dispatches: the launches a host issues without a graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def eager_launches(model: torch.nn.Module, args: tuple) -> int:
+    counter = _OpCounter()
+    fresh = [t.clone() for t in args]  # outside the counter: copies are not the step's ops
+    with torch.no_grad(), counter:
+        model(*fresh)
+    return counter.count
+
+
+def default_model() -> Path:
+    """examples/tiny_llama.py of the checkout aclcap runs from."""
+    from aclcap.build import ops_dir
+
+    path = ops_dir().parent / "examples" / "tiny_llama.py"
+    if not path.exists():
+        raise UsageError("no MODEL.py given and examples/tiny_llama.py is not beside this "
+                         "install: pass the model file to bench")
+    return path
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if not modes or unknown:
+        raise UsageError(f"--modes {text!r}: choose from {', '.join(MODES)} (comma-separated)")
+    return [m for m in MODES if m in modes]
+
+
+def run_bench(
+    model_path: str | None = None,
+    shapes: list[int] | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    modes: list[str] | None = None,
+    rounds: int = 7,
+    on_progress: Callable[[str, int, int], None] | None = None,
+    pad: bool = False,
+) -> BenchReport:
+    """Measure every (size, mode); Ctrl-C returns what the finished rounds measured. With
+    `pad`, every size between capture sizes is also timed both ways: its own graph
+    (`graph`) and the next capture size's graph on padded inputs (`padded`), so the cost of
+    padding is a measured ratio."""
+    if rounds < 5:
+        raise UsageError(f"--rounds {rounds}: at least 5 rounds, so medians and p90 mean "
+                         "something")
+    modes = modes or list(MODES)
+    if pad and "graph" not in modes:
+        raise UsageError("--pad measures graph replay: keep graph in --modes")
+    step = prepare_step(model_path or str(default_model()), device, dtype)
+    model, resolved, backend = step.model, step.device, step.backend
+    capture_sizes = sorted(set(shapes or step.spec.shapes))
+    between = padded_sizes(capture_sizes) if pad else {}
+    sizes = sorted([*capture_sizes, *between])
+    report = BenchReport(step.spec.name, resolved, dtype, backend.mechanism, rounds)
+    total = len(sizes) * len(modes) + len(between) + rounds
+    progress = (lambda msg, done: on_progress(msg, done, total)) if on_progress else \
+        (lambda msg, done: None)
+
+    steps: dict[tuple[int, str], Callable[[], object]] = {}
+    launches: dict[tuple[int, str], int | None] = {}
+    captured = {}
+    if "graph" in modes:
+        progress(f"capturing sizes {sizes} ({backend.mechanism})", 0)
+        try:
+            captured = {c.size: c for c in backend.capture(step, sizes)}
+        except CaptureError as exc:
+            raise CaptureError(f"graph mode: capture failed: {exc} (run `aclcap capture` for "
+                               "the details, or leave graph out of --modes)") from exc
+    compiled = torch.compile(model) if "compiled" in modes else None
+    done = 0
+    for size in sizes:
+        args = step.inputs(size)
+        for mode in modes:
+            progress(f"warming up size {size}, {mode}", done)
+            if mode == "eager":
+                fn: Callable[[], object] = lambda a=args: model(*a)  # noqa: E731
+                launches[(size, mode)] = eager_launches(model, args)
+            elif mode == "compiled":
+                fn = lambda a=args: compiled(*a)  # noqa: E731
+                launches[(size, mode)] = None
+            else:
+                cap = captured[size]
+                fn = lambda c=cap: c.replay(c.static_inputs)  # noqa: E731
+                launches[(size, mode)] = 1  # one graph launch (one AOTI run call on cpu)
+            with torch.no_grad():
+                for _ in range(WARMUP_STEPS):
+                    fn()
+            steps[(size, mode)] = fn
+            done += 1
+        if size in between:
+            target = between[size]
+            padded = pad_to(args, step.dims, size, target)
+            cap = captured[target]
+            steps[(size, "padded")] = lambda c=cap, a=padded: c.replay(a)
+            launches[(size, "padded")] = 1
+            done += 1
+
+    with torch.no_grad():
+        blocks = {key: steps_for(fn) for key, fn in steps.items()}
+    timings: dict[tuple[int, str], list] = {key: [] for key in steps}
+    try:
+        for r in range(rounds):
+            progress(f"round {r + 1} of {rounds}", done + r)
+            with torch.no_grad():
+                for key, fn in steps.items():  # every (size, mode) once per round
+                    timings[key].append(time_block(fn, blocks[key], resolved))
+    except KeyboardInterrupt:
+        report.interrupted = True
+    for (size, mode), timed in timings.items():
+        if not timed:
+            continue
+        med, p90 = median_p90([t.step_us for t in timed])
+        host, _ = median_p90([t.host_us for t in timed])
+        dev = median_p90([t.device_us for t in timed])[0] if timed[0].device_us else None
+        report.rows.append(BenchRow(size, mode, "eager" if mode == "eager" else
+                                    "inductor" if mode == "compiled" else backend.mechanism,
+                                    med, p90, host, dev, launches[(size, mode)],
+                                    spread=p90 / med))
+    eager = {r.size: r.step_median_us for r in report.rows if r.mode == "eager"}
+    for row in report.rows:
+        if row.size in eager:
+            row.speedup_vs_eager = eager[row.size] / row.step_median_us
+    return report

@@ -1,0 +1,1 @@
+"""aclcap capture: trace, capture per size, replay and compare with eager."""

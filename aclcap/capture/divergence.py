@@ -1,0 +1,98 @@
+"""--bisect: find the first node of the traced graph whose compiled output diverges from
+eager. The graph (torch.export) runs node by node in eager once, recording every value;
+then prefixes of the graph ending at a node are compiled with inductor (the compiler the
+capture mechanisms replay) and compared with that node's eager value, in a binary search.
+torch's accuracy minifier does this for whole repro scripts, not as a callable; so here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx
+
+from aclcap.capture.compare import compare
+from aclcap.errors import first_line
+from aclcap.graph.export import export_step
+from aclcap.graph.step import StepContext
+
+
+class _Recorder(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        value = super().run_node(n)
+        self.values[n.name] = value.clone() if isinstance(value, torch.Tensor) else value
+        return value
+
+
+def _prefix(gm: torch.fx.GraphModule, node_name: str) -> torch.fx.GraphModule:
+    """A GraphModule computing only what `node_name` needs, returning it."""
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            break
+        env[n] = graph.node_copy(n, lambda x: env[x])
+        if n.name == node_name:
+            graph.output(env[n])
+            break
+    prefix = torch.fx.GraphModule(gm, graph)
+    prefix.graph.eliminate_dead_code()
+    prefix.recompile()
+    return prefix
+
+
+def _source(n: torch.fx.Node, model_file: Path) -> str:
+    trace = n.meta.get("stack_trace") or ""
+    sites = re.findall(r'File "([^"]+)", line (\d+)', trace)
+    inside = [s for s in sites if Path(s[0]).name == model_file.name] or sites
+    return f"{Path(inside[-1][0]).name}:{inside[-1][1]}" if inside else "unknown"
+
+
+def first_diverging_node(step: StepContext, args: tuple) -> dict[str, Any]:
+    """The first diverging node as a dict (node, op, shape, source, max_abs_err, error)."""
+    model, dims, tol, model_file = step.model, step.dims, step.tolerance, step.spec.path
+    try:
+        exported = export_step(model, args, dims)
+    except Exception as exc:
+        return {"node": None, "error": f"cannot bisect: torch.export failed: {first_line(exc)}"}
+    gm = exported.module()
+    gm.graph._codegen = torch.fx.graph.CodeGen()  # flat positional inputs, no pytree specs
+    gm.recompile()
+    recorder = _Recorder(gm)
+    with torch.no_grad():
+        recorder.run(*[t.clone() for t in args])
+    candidates = [n for n in gm.graph.nodes if n.op == "call_function"
+                  and isinstance(recorder.values.get(n.name), torch.Tensor)]
+
+    def diverges(n: torch.fx.Node) -> tuple[bool, float, str | None]:
+        torch._dynamo.reset()
+        try:
+            with torch.no_grad():
+                got = torch.compile(_prefix(gm, n.name))(*[t.clone() for t in args])
+        except Exception as exc:
+            return True, float("nan"), first_line(exc)
+        result = compare({"value": recorder.values[n.name]}, {"value": got}, tol)
+        return not result.ok, result.max_abs_err, None
+
+    lo, hi = 0, len(candidates) - 1
+    last_bad, last_err, last_error = diverges(candidates[hi])
+    if not last_bad:
+        return {"node": None, "error": "no node diverges when compiled on its own: the "
+                "mismatch comes from the capture mechanism, not from compilation"}
+    while lo < hi:  # invariant: candidates[hi] diverges
+        mid = (lo + hi) // 2
+        bad, err, error = diverges(candidates[mid])
+        if bad:
+            hi, last_err, last_error = mid, err, error
+        else:
+            lo = mid + 1
+    node = candidates[hi]
+    value = recorder.values[node.name]
+    return {"node": node.name, "op": str(node.target), "shape": list(value.shape),
+            "source": _source(node, model_file), "max_abs_err": last_err, "error": last_error}

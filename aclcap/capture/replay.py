@@ -1,0 +1,76 @@
+"""Replay a captured step on fresh inputs and compare it with eager on the same values:
+outputs and every input the step mutates (a KV cache). One sequence for exact sizes and for
+sizes padded onto a larger graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from aclcap._tensors import clone_tensors
+from aclcap.capture.accuracy import LogprobResult, logprob_check
+from aclcap.capture.compare import Comparison, compare
+from aclcap.graph.backends.base import Captured
+from aclcap.graph.padding import cut_outputs, pad_to, unpad
+from aclcap.graph.step import StepContext
+
+
+@dataclass
+class ReplayCheck:
+    comparison: Comparison
+    logprobs: LogprobResult | None
+
+    @property
+    def ok(self) -> bool:
+        return self.comparison.ok and (self.logprobs is None or self.logprobs.ok)
+
+    @property
+    def reasons(self) -> list[str]:
+        return self.comparison.reasons + (self.logprobs.reasons if self.logprobs else [])
+
+
+def _labelled(outputs: Any, args: tuple, mutated: list[int]) -> dict[str, Any]:
+    leaves = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    labelled: dict[str, Any] = {f"output {i}": o for i, o in enumerate(leaves)}
+    labelled.update({f"input {i} (mutated)": args[i] for i in mutated})
+    return labelled
+
+
+def eager_step(model: torch.nn.Module, args: tuple) -> tuple[Any, tuple, list[int]]:
+    """Eager outputs, the inputs after the step, and which of them the step mutated."""
+    after = clone_tensors(args)
+    with torch.no_grad():
+        out = model(*after)
+    mutated = [i for i, (a, b) in enumerate(zip(args, after, strict=True))
+               if not torch.equal(a, b)]
+    return out, after, mutated
+
+
+def _first(outputs: Any) -> Any:
+    return outputs[0] if isinstance(outputs, (tuple, list)) and outputs else outputs
+
+
+def replay_check(step: StepContext, cap: Captured, args: tuple, logits: bool = False
+                 ) -> ReplayCheck:
+    """Replay `cap` on a copy of `args` (padded up to its size when `args` are smaller) and
+    compare with eager on `args` itself."""
+    size = next((a.shape[d] for a, ds in zip(args, step.dims, strict=True) for d in ds),
+                cap.size)
+    want_out, want_args, mutated = eager_step(step.model, args)
+    got_args = clone_tensors(args)
+    if size != cap.size:
+        padded = pad_to(got_args, step.dims, size, cap.size)
+        got_out = cut_outputs(cap.replay(padded), size, cap.size)
+        got_args = unpad(padded, step.dims, size)
+    else:
+        got_out = cap.replay(got_args)
+    result = compare(_labelled(want_out, want_args, mutated),
+                     _labelled(got_out, got_args, mutated), step.tolerance)
+    lp = None
+    want0, got0 = _first(want_out), _first(got_out)
+    if logits and isinstance(want0, torch.Tensor) and isinstance(got0, torch.Tensor) \
+            and want0.shape == got0.shape:
+        lp = logprob_check(want0, got0)
+    return ReplayCheck(result, lp)

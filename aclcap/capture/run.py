@@ -1,0 +1,166 @@
+"""aclcap capture: trace a model, capture one graph per size with the device's mechanism,
+replay on fresh inputs and prove the replay matches eager (outputs and mutated inputs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aclcap.capture.replay import replay_check
+from aclcap.capture.trace import TraceReport, trace_model
+from aclcap.errors import CaptureError
+from aclcap.graph.backends.base import Captured
+from aclcap.graph.padding import padded_sizes
+from aclcap.graph.step import StepContext, prepare_step
+from aclcap.status import Status
+
+REPLAYS = 2  # a graph must match eager on every replay, not only the first
+
+
+@dataclass
+class CaptureRow:
+    """One row of the capture table (README: machine-readable output)."""
+
+    size: int
+    mechanism: str
+    capture_us: float | None
+    memory_bytes: int | None
+    max_abs_err: float | None
+    max_rel_err: float | None
+    status: Status
+    reasons: list[str] = field(default_factory=list)
+    padded_to: int | None = None  # --pad rows: the capture size this size replayed on
+    replays: int = 1  # each on its own fresh inputs, each compared with eager
+    token_agreement: float | None = None  # models with LOGITS = True
+    max_logprob_err: float | None = None
+
+
+@dataclass
+class CaptureReport:
+    model: str
+    device: str
+    dtype: str
+    mechanism: str
+    rows: list[CaptureRow]
+    trace: TraceReport
+    fullgraph: bool
+    backend: dict[str, Any] = field(default_factory=dict)
+    bisect: dict[str, Any] | None = None
+
+    def totals(self) -> dict[str, Any]:
+        """Capture time and memory over all sizes, against the largest single graph: one
+        shared pool, largest first, should hold little more than the largest graph."""
+        exact = [r for r in self.rows if r.padded_to is None and r.memory_bytes is not None]
+        if not exact:
+            return {}
+        largest = max(exact, key=lambda r: r.size).memory_bytes or 0
+        total = largest if self.mechanism == "aoti" else sum(r.memory_bytes or 0 for r in exact)
+        return {"capture_us": sum(r.capture_us or 0 for r in exact), "memory_bytes": total,
+                "largest_graph_bytes": largest,
+                "memory_over_largest": total / largest if largest else None,
+                "capture_order": self.backend.get("capture_order", [])}
+
+    @property
+    def exit_code(self) -> int:
+        failed = any(r.status != Status.PASS for r in self.rows)
+        return 1 if failed or (self.fullgraph and self.trace.graph_breaks) else 0
+
+    def result_rows(self) -> list[dict]:
+        return [asdict(r) for r in self.rows]
+
+
+def _replay_row(step: StepContext, cap: Captured, mechanism: str) -> CaptureRow:
+    """REPLAYS replays on different fresh inputs; says so when only the first (or only a
+    later) one differs: state that is stale at first replay, or leaks between replays."""
+    checks = [replay_check(step, cap, step.inputs(cap.size), step.spec.logits)
+              for _ in range(REPLAYS)]
+    reasons = [f"replay {i + 1}: {reason}" for i, c in enumerate(checks) for reason in c.reasons]
+    bad = [not c.ok for c in checks]
+    if bad[0] and not any(bad[1:]):
+        reasons.insert(0, "the first replay differs from eager, later ones match")
+    elif not bad[0] and any(bad[1:]):
+        reasons.insert(0, "the first replay matches eager, a later one differs")
+    lps = [c.logprobs for c in checks if c.logprobs is not None]
+    return CaptureRow(
+        cap.size, mechanism, cap.capture_us, cap.memory_bytes,
+        max(c.comparison.max_abs_err for c in checks),
+        max(c.comparison.max_rel_err for c in checks),
+        Status.FAIL if any(bad) else Status.PASS, reasons, replays=REPLAYS,
+        token_agreement=min(lp.token_agreement for lp in lps) if lps else None,
+        max_logprob_err=max(lp.max_logprob_err for lp in lps) if lps else None)
+
+
+def _pad_rows(step: StepContext, captured: dict[int, Captured], mechanism: str
+              ) -> list[CaptureRow]:
+    rows = []
+    for size, target in padded_sizes(list(captured)).items():
+        check = replay_check(step, captured[target], step.inputs(size))
+        rows.append(CaptureRow(size, mechanism, None, None, check.comparison.max_abs_err,
+                               check.comparison.max_rel_err,
+                               Status.PASS if check.ok else Status.FAIL, check.reasons,
+                               padded_to=target))
+    return rows
+
+
+def run_capture(
+    model_path: str,
+    shapes: list[int] | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    fullgraph: bool = False,
+    pad: bool = False,
+    bisect: bool = False,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> CaptureReport:
+    """The whole capture pipeline of one model file; bad input raises UsageError.
+    `on_progress(message, done, total)` is told each step: trace, capture and replay per
+    size, padded sizes, bisection."""
+    step = prepare_step(model_path, device, dtype)
+    sizes = sorted(set(shapes or step.spec.shapes))
+    total = 1 + 2 * len(sizes) + pad + bisect
+    done = 0
+
+    def advance(message: str) -> None:
+        nonlocal done
+        if on_progress:
+            on_progress(message, done, total)
+        done += 1
+
+    advance("tracing with torch.compile")
+    trace = trace_model(step.model, step.inputs(max(sizes)), step.spec.path)
+    mechanism = step.backend.mechanism
+    report = CaptureReport(step.spec.name, step.device, dtype, mechanism, [], trace, fullgraph)
+    if failure := trace.error_line():  # what cannot be traced cannot be captured
+        report.rows = [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL, [failure])
+                       for s in sizes]
+        return report
+    try:
+        captured = step.backend.capture(
+            step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"))
+    except CaptureError as exc:
+        report.rows = [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL,
+                                  [str(exc)]) for s in sizes]
+        report.backend = step.backend.summary()
+        return report
+    report.backend = step.backend.summary()
+    by_size = {c.size: c for c in captured}
+    for size in sizes:
+        advance(f"replaying size {size} and comparing with eager")
+        report.rows.append(_replay_row(step, by_size[size], mechanism))
+    for row in report.rows:  # graph mode built on a wrong fake cannot be trusted
+        for bad in trace.custom_ops_wrong_meta:
+            row.status = Status.FAIL
+            row.reasons.append(f"{bad['op']} has a wrong meta impl: {bad['reason']}")
+    if pad:
+        advance("replaying padded sizes")
+        report.rows += _pad_rows(step, by_size, mechanism)
+        report.rows.sort(key=lambda r: r.size)
+    if bisect and any(r.status == Status.FAIL for r in report.rows):
+        from aclcap.capture.divergence import first_diverging_node
+
+        advance("bisecting the first diverging node")
+        failing = next(r for r in report.rows if r.status == Status.FAIL)
+        report.bisect = first_diverging_node(step, step.inputs(failing.padded_to or failing.size))
+    advance("done")
+    return report

@@ -1,0 +1,161 @@
+"""Trace a model with torch.compile's frontend (torch._dynamo.explain) and say what landed in
+a graph: graph count, every break with the user's source line, op count per graph, and the
+custom ops inside graphs vs those left to run eagerly between them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aclcap._tensors import clone_tensors
+from aclcap.errors import first_line, first_text_line
+from aclcap.meta.fakecheck import fake_mismatches
+from aclcap.meta.registry import BUILTIN_NAMESPACES, MISSING, list_ops
+from aclcap.meta.sample_inputs import SampleInput
+
+
+@dataclass
+class GraphBreak:
+    reason: str
+    file: str
+    line: int
+
+
+@dataclass
+class TraceReport:
+    graph_count: int
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    ops_per_graph: list[int] = field(default_factory=list)
+    custom_ops_in_graph: list[str] = field(default_factory=list)
+    custom_ops_outside_graph: list[dict[str, str]] = field(default_factory=list)
+    custom_ops_wrong_meta: list[dict[str, str]] = field(default_factory=list)
+    # A hard tracing failure (torch.compile raised, not graph-broke): op, file, line, reason.
+    error: dict[str, Any] | None = None
+
+    def error_line(self) -> str | None:
+        """The failure in one line, with the op, the model line and what to run next."""
+        if self.error is None:
+            return None
+        e = self.error
+        op = f"{e['op']} " if e["op"] else ""
+        where = f" at {Path(e['file']).name}:{e['line']}" if e["line"] else ""
+        ns = e["op"].split("::")[0] if e["op"] else "NS"
+        return (f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}; run "
+                f"`aclcap check-meta --namespace {ns}` with samples for it")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _custom_name(target: Any) -> str | None:
+    """ns::name of a custom op target (overload or packet), else None."""
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        qualified = target._qualified_op_name if isinstance(
+            target, torch._ops.OpOverloadPacket) else target._schema.name
+        ns = qualified.split("::", 1)[0]
+        return qualified if ns not in BUILTIN_NAMESPACES else None
+    return None
+
+
+class _CustomOpRecorder(TorchDispatchMode):
+    """Records the custom ops an eager run calls (to find those no graph holds) and each
+    one's first call with its outputs (to check its fake impl on real arguments)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+        self.first_calls: dict[str, tuple[Any, SampleInput, Any]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = _custom_name(func)
+        kwargs = kwargs or {}
+        if name and name not in self.seen:
+            self.seen.append(name)
+            sample = SampleInput(*clone_tensors((args, kwargs)))
+            out = func(*args, **kwargs)
+            self.first_calls[name] = (func, sample, clone_tensors(out))
+            return out
+        return func(*args, **kwargs)
+
+
+def _break_site(stack: list, model_file: Path | None) -> tuple[str, int]:
+    frames = list(stack or [])
+    if model_file is not None:
+        inside = [f for f in frames if Path(f.filename).resolve() == model_file.resolve()]
+        frames = inside or frames
+    if not frames:
+        return "<unknown>", 0
+    return frames[-1].filename, frames[-1].lineno or 0
+
+
+def _tracing_failure(exc: Exception, seen: list[str], model_file: Path | None
+                     ) -> dict[str, Any]:
+    """Which custom op and which model-file line a Dynamo failure names, read from its
+    message (the FX node it ran and the "from user code" stack)."""
+    text = str(exc)
+    # Composite ops decompose before a dispatch mode sees them: look them up by name too.
+    named = [f"{ns}::{name}" for ns, name in re.findall(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)", text)
+             if ns not in BUILTIN_NAMESPACES]
+    known = set(torch._C._dispatch_get_all_op_names())
+    op = next((n for n in [*seen, *named] if n in known and n.replace("::", ".") in text), None)
+    sites = re.findall(r'File "([^"]+)", line (\d+)', text)
+    if model_file is not None:
+        sites = [s for s in sites if Path(s[0]).resolve() == model_file.resolve()] or sites
+    file, line = (sites[-1][0], int(sites[-1][1])) if sites else ("<unknown>", 0)
+    cause = re.search(r"got (\w+)\(['\"](.*?)(?:\\n|['\"]\))", text)
+    reason = first_line(exc) + (f" ({cause.group(1)}: {cause.group(2)[:160]})" if cause else "")
+    return {"op": op, "file": file, "line": line, "reason": reason}
+
+
+def trace_model(model: torch.nn.Module, inputs: tuple, model_file: Path | None = None
+                ) -> TraceReport:
+    """Run torch._dynamo.explain over one call and an eager call under a recorder."""
+    with torch.no_grad():  # each run gets its own copy: the step mutates its inputs
+        recorder = _CustomOpRecorder()
+        with recorder:
+            model(*clone_tensors(inputs))
+        try:
+            explained = torch._dynamo.explain(model)(*clone_tensors(inputs))
+        except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
+            return TraceReport(graph_count=0, custom_ops_outside_graph=[
+                {"op": name, "reason": "tracing failed before any graph"}
+                for name in recorder.seen], error=_tracing_failure(exc, recorder.seen,
+                                                                    model_file))
+    breaks, seen = [], set()
+    for br in explained.break_reasons:
+        file, line = _break_site(br.user_stack, model_file)
+        key = (first_text_line(br.reason), file, line)
+        if key not in seen:
+            seen.add(key)
+            breaks.append(GraphBreak(key[0], file, line))
+    in_graph: list[str] = []
+    for ops in explained.ops_per_graph:
+        for target in ops:
+            name = _custom_name(target)
+            if name and name not in in_graph:
+                in_graph.append(name)
+    outside = [name for name in recorder.seen if name not in in_graph]
+    meta_missing = {o.dispatcher_name.split(".")[0] for o in list_ops(
+        sorted({n.split("::")[0] for n in outside})) if o.meta_kind == MISSING}
+    wrong_meta = []
+    for name in in_graph:
+        if name in recorder.first_calls:
+            op, sample, real = recorder.first_calls[name]
+            for reason in fake_mismatches(op, sample.args, sample.kwargs, real):
+                wrong_meta.append({"op": name, "reason": reason})
+    where = f" (graph break at {Path(breaks[0].file).name}:{breaks[0].line})" if breaks else ""
+    return TraceReport(
+        graph_count=explained.graph_count,
+        graph_breaks=breaks,
+        ops_per_graph=[len(ops) for ops in explained.ops_per_graph],
+        custom_ops_in_graph=in_graph,
+        custom_ops_outside_graph=[
+            {"op": name, "reason": "no meta impl: run `aclcap check-meta`" if name in
+             meta_missing else f"runs eagerly between graphs{where}"} for name in outside],
+        custom_ops_wrong_meta=wrong_meta,
+    )

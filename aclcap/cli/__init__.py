@@ -1,0 +1,44 @@
+"""The aclcap command line: one module per command, each parses its arguments, calls one
+library function and prints the result. Errors become one line and an exit code through
+one table (_errors.py): 0 passed, 1 a check failed, 2 bad input, 3 a bug of aclcap."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from aclcap.cli._errors import state
+from aclcap.cli.bench import bench
+from aclcap.cli.build import build
+from aclcap.cli.capture import capture
+from aclcap.cli.check_meta import check_meta
+
+app = typer.Typer(
+    help="Check custom PyTorch ops for graph mode: meta impls, torch.compile tracing, "
+    "device-graph capture (aclgraph / CUDA graph / AOTInductor) and benchmarks. "
+    "Exit codes: 0 passed, 1 a check failed, 2 bad input or environment, 3 internal error.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)
+
+
+@app.callback()
+def _options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line "
+                                        "errors.")] = False,
+) -> None:
+    state.debug = debug
+
+
+app.command()(build)
+app.command("check-meta")(check_meta)
+app.command()(capture)
+app.command()(bench)
+
+
+def main() -> None:
+    """Console entry point."""
+    app()

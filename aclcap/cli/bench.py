@@ -1,0 +1,105 @@
+"""`aclcap bench`: parse, time, print."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from aclcap.cli._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, handle_errors
+from aclcap.cli._options import (
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    ShapesOpt,
+    check_output_path,
+    progress_bar,
+    quiet_torch,
+    stepper,
+)
+
+
+@handle_errors
+def bench(
+    model: Annotated[Path | None, typer.Argument(metavar="[MODEL.py]", help="A model file; "
+                     "default: examples/tiny_llama.py of a source checkout.")] = None,
+    shapes: ShapesOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    modes: Annotated[str, typer.Option(help="Comma-separated: eager (plain module), compiled "
+                     "(torch.compile, inductor), graph (aclgraph / cudagraph / aoti replay).")
+                     ] = "eager,compiled,graph",
+    rounds: Annotated[int, typer.Option(help="Interleaved rounds (at least 5); medians and "
+                      "p90 are over rounds.")] = 7,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Also plot "
+                    "step time against size, one line per mode (needs the plot extra).")
+                    ] = None,
+    save_baseline: Annotated[Path | None, typer.Option("--save-baseline", metavar="FILE",
+                             help="Write this run's JSON document to FILE.")] = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", metavar="FILE", help="Compare "
+                        "ratios (mode/eager, kernel/reference) with FILE; exit 1 on a "
+                        "regression.")] = None,
+    max_regression: Annotated[float, typer.Option(help="Allowed growth of a ratio over the "
+                              "baseline (0.10 = 10%).")] = 0.10,
+    ops: Annotated[bool, typer.Option("--ops", help="Also time every bundled op against its "
+                   "eager reference and the memory-traffic floor.")] = False,
+    pad: Annotated[bool, typer.Option("--pad", help="Also time each size between capture "
+                   "sizes on its own graph and padded onto the next one.")] = False,
+    json_path: JsonOpt = None,
+) -> None:
+    """Time eager vs compiled vs graph replay per size, interleaved in rounds in one process:
+    step median and p90, host and device time, launches per step, speedup vs eager. Exit 1
+    when --baseline finds a regression."""
+    from aclcap import report
+    from aclcap.bench.baseline import load_baseline, regressions
+    from aclcap.bench.run import parse_modes, run_bench
+    from aclcap.graph.model import parse_shapes
+
+    for option, path in (("--json", json_path), ("--plot", plot),
+                         ("--save-baseline", save_baseline)):
+        check_output_path(option, path)
+    if plot is not None:
+        from aclcap.bench.plot import require_matplotlib
+
+        require_matplotlib()
+    sizes = parse_shapes(shapes) if shapes is not None else None
+    chosen = parse_modes(modes)
+    baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
+    quiet_torch()
+    with progress_bar() as progress:
+        advance = stepper(progress)
+        result = run_bench(str(model) if model else None, sizes, device, dtype, chosen, rounds,
+                           advance, pad)
+        op_rows = []
+        if ops and not result.interrupted:
+            from aclcap_ops import load, opbench
+
+            load()
+            advance("timing the bundled ops", 0, 0)
+            op_rows = opbench.rows_as_dicts(opbench.measure_ops(opbench.DEFAULT_SIZES))
+    doc = report.document("bench", result.device, result.result_rows(), model=result.model,
+                          dtype=result.dtype, mechanism=result.mechanism, rounds=result.rounds,
+                          interrupted=result.interrupted, ops=op_rows)
+    for path in (json_path, save_baseline):
+        if path:
+            report.write_json(str(path), doc)
+    console = report.console_for(json_path)
+    console.print(report.bench_table(result))
+    for line in report.bench_lines(result):
+        console.print(line, highlight=False)
+    if op_rows:
+        console.print(report.ops_table(op_rows))
+    if plot is not None:
+        from aclcap.bench.plot import plot_bench
+
+        plot_bench(result, str(plot))
+        console.print(f"plot written to {plot}")
+    if baseline_doc is not None:
+        found = regressions(doc, baseline_doc, max_regression)
+        for line in found:
+            console.print(f"[red]regression:[/] {line}", highlight=False)
+        if found:
+            raise typer.Exit(EXIT_FAILED)
+        console.print(f"no regression against {baseline} (max {max_regression:.0%})")
+    raise typer.Exit(EXIT_INTERRUPTED if result.interrupted else EXIT_OK)

@@ -1,0 +1,108 @@
+"""`aclcap capture` (and `--plan-sizes`): parse, capture, print."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from aclcap.cli._errors import handle_errors
+from aclcap.cli._options import (
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    ShapesOpt,
+    check_output_path,
+    progress_bar,
+    quiet_torch,
+    stepper,
+)
+from aclcap.errors import UsageError
+
+
+@handle_errors
+def capture(
+    model: Annotated[Path | None, typer.Argument(metavar="MODEL.py", help="A model file: "
+                     "defines build_model(device, dtype) and make_inputs(size, device, "
+                     "dtype).")] = None,
+    shapes: ShapesOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    fullgraph: Annotated[bool, typer.Option("--fullgraph", help="Fail on any graph break.")
+                         ] = False,
+    pad: Annotated[bool, typer.Option("--pad", help="Also replay every size between capture "
+                   "sizes, padded up to the next capture size, against unpadded eager.")] = False,
+    bisect: Annotated[bool, typer.Option("--bisect", help="On a mismatch, name the first node "
+                      "of the traced graph whose compiled output diverges from eager.")] = False,
+    plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
+                          "sizes that minimize expected padded tokens within --budget graphs "
+                          "(no MODEL.py needed).")] = False,
+    budget: Annotated[int | None, typer.Option(help="With --plan-sizes: how many graphs fit "
+                      "(on Ascend about 1800 streams / (layers + 1)).")] = None,
+    sizes_histogram: Annotated[Path | None, typer.Option(
+        "--sizes-histogram", metavar="FILE", help="With --plan-sizes: batch sizes seen, as "
+        "JSON {\"size\": count} or lines `size count`; default uniform up to --max-size.")
+    ] = None,
+    max_size: Annotated[int, typer.Option(help="With --plan-sizes and no histogram: the "
+                        "largest batch size.")] = 256,
+    json_path: JsonOpt = None,
+) -> None:
+    """Trace MODEL.py with torch.compile (graph breaks, custom ops in and out of graphs),
+    capture one graph per size (aclgraph / cudagraph / aoti), replay on fresh inputs and
+    compare outputs and mutated inputs with eager. Exit 1 on any mismatch or capture
+    failure, or a graph break with --fullgraph."""
+    from aclcap import report
+    from aclcap.capture.run import run_capture
+    from aclcap.graph.model import parse_shapes
+
+    check_output_path("--json", json_path)
+    if plan_sizes:
+        _plan(budget, sizes_histogram, max_size, json_path)
+        return
+    if model is None:
+        raise UsageError("capture needs MODEL.py (or --plan-sizes to only plan sizes)")
+    sizes = parse_shapes(shapes) if shapes is not None else None
+    quiet_torch()
+    with progress_bar() as progress:
+        result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect,
+                             stepper(progress))
+    if json_path:
+        report.write_json(json_path, report.document(
+            "capture", result.device, result.result_rows(), model=str(model),
+            dtype=result.dtype, mechanism=result.mechanism, trace=result.trace.to_dict(),
+            backend=result.backend, bisect=result.bisect, totals=result.totals()))
+    console = report.console_for(json_path)
+    console.print(report.capture_table(result))
+    console.print(report.mechanism_line(result), highlight=False)
+    if line := report.totals_line(result):
+        console.print(line, highlight=False)
+    for line in report.trace_lines(result):
+        console.print(line, highlight=False, markup=False)
+    if fullgraph and result.trace.graph_breaks:
+        console.print("[red]--fullgraph: the model does not trace as one graph[/]")
+    raise typer.Exit(result.exit_code)
+
+
+def _plan(budget: int | None, histogram: Path | None, max_size: int,
+          json_path: str | None) -> None:
+    from aclcap import report
+    from aclcap.capture.plan import expected_waste, load_histogram, plan_sizes, vllm_default_sizes
+
+    if budget is None:
+        raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be captured)")
+    if max_size < 1:
+        raise UsageError(f"--max-size {max_size}: give a positive batch size")
+    weights = load_histogram(str(histogram)) if histogram else \
+        {b: 1.0 for b in range(1, max_size + 1)}
+    chosen = plan_sizes(weights, budget)
+    default = vllm_default_sizes(max(weights))
+    doc = {"budget": budget, "distribution": str(histogram) if histogram else
+           f"uniform 1..{max_size}", "sizes": chosen, "expected_waste": expected_waste(
+               chosen, weights), "vllm_default_sizes": default,
+           "vllm_default_waste": expected_waste(default, weights)}
+    if json_path:
+        report.write_json(json_path, report.document("capture --plan-sizes", "any", [doc]))
+    console = report.console_for(json_path)
+    for line in report.plan_lines(doc):
+        console.print(line, highlight=False)

@@ -1,0 +1,121 @@
+"""`aclcap check-meta` (and `--lint`): parse, check, print."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from aclcap.cli._errors import EXIT_FAILED, EXIT_OK, handle_errors
+from aclcap.cli._options import JsonOpt, check_output_path, progress_bar
+from aclcap.errors import UsageError
+
+
+@handle_errors
+def check_meta(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        metavar="[PATH ...]", help="With --lint: files or folders to lint (default: the "
+        "bundled aclcap_ops/).")] = None,
+    lint: Annotated[bool, typer.Option(
+        "--lint", help="Only lint the sources of meta impls for concrete sizes (size(), "
+        "numel(), at::empty({...}), int(t.shape[i]), .item()); honours `symbolic-meta-ok:` "
+        "comments. Exit 1 on any finding.")] = False,
+    lib: Annotated[list[str] | None, typer.Option(
+        "--lib", metavar="PATH_OR_MODULE",
+        help="Op library to load: a .so, a .py file or a module name; repeat for several, "
+        "loaded in order. Default: the bundled library (aclcap_ops).")] = None,
+    namespace: Annotated[list[str] | None, typer.Option(
+        "--namespace", metavar="NS",
+        help="Op namespace to check; repeat for several. Default: those the libraries "
+        "registered.")] = None,
+    device: Annotated[str, typer.Option(
+        help="Where real kernels run: auto (npu > cuda > cpu), cpu, cuda or npu.")] = "auto",
+    timeout: Annotated[float, typer.Option(help="Seconds one op's checks may take before it "
+                                           "is reported as timed out.")] = 60.0,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Turn warnings (a `!` on an argument the kernel never writes) into "
+        "failures.")] = False,
+    samples_from: Annotated[list[Path] | None, typer.Option(
+        "--samples-from", metavar="MODEL.py",
+        help="Harvest sample inputs from this model file's eager step (run in the worker at "
+        "each of --shapes): every call of a checked op becomes a sample. Repeat for "
+        "several.")] = None,
+    shapes: Annotated[str | None, typer.Option(
+        "--shapes", metavar="1,2,4,8", help="With --samples-from: the sizes to run the step "
+        "at (default: the model file's SHAPES).")] = None,
+    emit_stubs: Annotated[Path | None, typer.Option(
+        "--emit-stubs", metavar="FILE",
+        help="Write a register_fake stub for every op without a meta impl to FILE; load it "
+        "back with --lib FILE.")] = None,
+    json_path: JsonOpt = None,
+) -> None:
+    """List every registered op of the namespaces and check each one's meta impl against
+    the real kernel: opcheck, output shapes/dtypes/strides, mutations vs the schema's `!`,
+    and torch.compile(fullgraph=True, dynamic=True). Exit 1 if any is missing or failing."""
+    check_output_path("--json", json_path)
+    if lint or paths:
+        if not lint:
+            raise UsageError("PATH arguments are for --lint: add --lint, or drop the paths")
+        _lint(paths, json_path)
+        return
+    from aclcap import report
+    from aclcap.devices import resolve_device
+    from aclcap.graph.model import parse_shapes
+    from aclcap.meta.libload import BUNDLED
+    from aclcap.meta.runner import check_meta as run_check
+    from aclcap.meta.stubs import emit_stubs as write_stubs
+
+    check_output_path("--emit-stubs", emit_stubs)
+    resolved = resolve_device(device)
+    sizes = parse_shapes(shapes) if shapes is not None else None
+    for model in samples_from or []:
+        if not model.is_file():
+            raise UsageError(f"--samples-from {model}: no such model file")
+    libs = lib or ([] if samples_from else [BUNDLED])
+    with progress_bar() as progress:
+        task = progress.add_task("loading op libraries", total=None)
+
+        def started(total: int) -> None:
+            progress.update(task, description="checking ops (real kernels in a worker)",
+                            total=total)
+
+        def done(op: str) -> None:
+            progress.update(task, advance=1, description=f"checked {op}")
+
+        result = run_check(libs, namespace, resolved, timeout, strict, on_start=started,
+                           on_done=done, samples_from=[str(m) for m in samples_from or []],
+                           shapes=sizes)
+    console = report.console_for(json_path)
+    if json_path:
+        report.write_json(json_path, report.document("check-meta", resolved, result.rows(),
+                                                     namespaces=result.namespaces,
+                                                     summary=result.counts()))
+    console.print(report.meta_table(result))
+    console.print(result.summary())
+    if emit_stubs is not None:
+        written = write_stubs(result.ops, str(emit_stubs))
+        console.print(f"wrote {len(written)} register_fake stub(s) to {emit_stubs}"
+                      + (f": {', '.join(written)}" if written else ""))
+    raise typer.Exit(result.exit_code)
+
+
+def _lint(paths: list[Path] | None, json_path: str | None) -> None:
+    from aclcap import report
+    from aclcap.build import ops_dir
+    from aclcap.meta.lint import lint
+
+    targets = paths or [ops_dir()]
+    missing = [p for p in targets if not p.exists()]
+    if missing:
+        raise UsageError(f"--lint {missing[0]}: no such file or folder")
+    findings = lint(targets)
+    if json_path:
+        report.write_json(json_path, report.document("check-meta --lint", "cpu",
+                                                     [f.row() for f in findings]))
+    console = report.console_for(json_path)
+    if findings:
+        console.print(report.lint_table(findings))
+    console.print(f"{len(findings)} concrete-size use(s) in meta impls under "
+                  f"{', '.join(str(p) for p in targets)}", highlight=False)
+    raise typer.Exit(EXIT_FAILED if findings else EXIT_OK)

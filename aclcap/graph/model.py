@@ -1,0 +1,152 @@
+"""Load a model file (the README's model-file contract) into a ModelSpec, turning every
+contract violation into a one-line UsageError that names the file and the problem."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aclcap.errors import UsageError, last_line
+from aclcap.meta.libload import load_library
+
+DEFAULT_SHAPES = [1, 2, 4, 8]
+
+
+@dataclass
+class ModelSpec:
+    path: Path
+    build_model: Callable[..., Any]
+    make_inputs: Callable[..., Any]
+    tolerance: dict[str, float] | None = None
+    op_libraries: list[str] = field(default_factory=list)
+    shapes: list[int] = field(default_factory=lambda: list(DEFAULT_SHAPES))
+    source_sha256: str = ""
+    logits: bool = False  # LOGITS = True: output 0 is [tokens, vocab] logits
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def parse_shapes(text: str) -> list[int]:
+    """'1,2,4,8' -> [1, 2, 4, 8]; anything but positive integers is bad input."""
+    try:
+        shapes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        shapes = []
+    if not shapes or any(s < 1 for s in shapes):
+        raise UsageError(f"--shapes {text!r}: give a comma-separated list of positive integers, "
+                         "e.g. --shapes 1,2,4,8")
+    return sorted(set(shapes))
+
+
+def _import_once(path: Path, digest: str) -> Any:
+    """Import the file by path; the same text is imported once per process, because a
+    model file may register ops at import (torch refuses a second registration)."""
+    name = "aclcap_model_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "_aclcap_source_sha256", None) == digest:
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, path.resolve())
+    if spec is None or spec.loader is None:
+        raise UsageError(f"model file {path} is not an importable Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except UsageError:
+        raise
+    except Exception as exc:
+        del sys.modules[name]
+        raise UsageError(f"model file {path} failed to import: {last_line(exc)}") from exc
+    module._aclcap_source_sha256 = digest
+    return module
+
+
+def load_model_file(path: str | Path) -> ModelSpec:
+    """Import the file by path and check the contract's names and types."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"model file {path} not found: pass the path of a Python file that "
+                         "defines build_model and make_inputs")
+    source = path.read_bytes()
+    module = _import_once(path, hashlib.sha256(source).hexdigest())
+    for fn in ("build_model", "make_inputs"):
+        if not callable(getattr(module, fn, None)):
+            raise UsageError(f"model file {path} does not define {fn}() "
+                             f"(see the model-file contract in the README)")
+    libs = list(getattr(module, "OP_LIBRARIES", []))
+    for lib in libs:
+        resolved = path.parent / lib
+        load_library(str(resolved) if resolved.exists() else lib)
+    tolerance = getattr(module, "TOLERANCE", None)
+    if tolerance is not None and not (isinstance(tolerance, dict)
+                                      and set(tolerance) <= {"atol", "rtol"}):
+        raise UsageError(f"model file {path}: TOLERANCE must be a dict with keys atol and rtol")
+    shapes = getattr(module, "SHAPES", DEFAULT_SHAPES)
+    if not (isinstance(shapes, (list, tuple)) and shapes
+            and all(isinstance(s, int) and s > 0 for s in shapes)):
+        raise UsageError(f"model file {path}: SHAPES must be a list of positive integers")
+    return ModelSpec(path, module.build_model, module.make_inputs, tolerance, libs,
+                     sorted(set(shapes)), hashlib.sha256(source).hexdigest(),
+                     bool(getattr(module, "LOGITS", False)))
+
+
+def instantiate_model(spec: ModelSpec, device: Any, dtype: Any) -> Any:
+    """Call build_model and check it returned a module."""
+    import torch
+
+    try:
+        model = spec.build_model(torch.device(device), dtype)
+    except Exception as exc:
+        raise UsageError(f"model file {spec.path}: build_model raised {last_line(exc)}") from exc
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"model file {spec.path}: build_model returned "
+                         f"{type(model).__name__}, not a torch.nn.Module")
+    # Inference only: without grads torch.compile traces no backward, and no op is asked
+    # for an autograd kernel it does not need.
+    return model.requires_grad_(False)
+
+
+def make_step_inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tuple:
+    """Call make_inputs and check it returned a tuple of tensors."""
+    import torch
+
+    try:
+        result = spec.make_inputs(size, torch.device(device), dtype)
+    except Exception as exc:
+        raise UsageError(f"model file {spec.path}: make_inputs({size}) raised "
+                         f"{last_line(exc)}") from exc
+    if isinstance(result, torch.Tensor):
+        result = (result,)
+    if not (isinstance(result, (tuple, list)) and all(isinstance(t, torch.Tensor)
+                                                       for t in result)):
+        raise UsageError(f"model file {spec.path}: make_inputs must return a tuple of tensors, "
+                         f"got {type(result).__name__}")
+    return tuple(result)
+
+
+def size_dims(spec: ModelSpec, device: Any, dtype: Any) -> list[list[int]]:
+    """Per input, the dims that equal `size` (found by calling make_inputs at two sizes):
+    those are marked dynamic for export and padded by --pad."""
+    small = make_step_inputs(spec, 3, device, dtype)
+    large = make_step_inputs(spec, 5, device, dtype)
+    if len(small) != len(large):
+        raise UsageError(f"model file {spec.path}: make_inputs returns a different number of "
+                         "tensors for different sizes")
+    dims = []
+    for index, (a, b) in enumerate(zip(small, large, strict=True)):
+        if a.dim() != b.dim():
+            raise UsageError(f"model file {spec.path}: input {index} of make_inputs changes "
+                             "rank with size")
+        grow = [d for d in range(a.dim()) if a.shape[d] != b.shape[d]]
+        if any((a.shape[d], b.shape[d]) != (3, 5) for d in grow):
+            raise UsageError(f"model file {spec.path}: input {index} of make_inputs has a dim "
+                             "that grows with size but is not equal to size")
+        dims.append(grow)
+    return dims

@@ -1,0 +1,1 @@
+"""check-meta: ops from the dispatcher, their meta impls checked against real kernels."""

@@ -1,0 +1,89 @@
+"""Load op libraries named on the command line: a compiled .so, a .py file, or a module."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from aclcap.errors import UsageError, last_line
+
+BUNDLED = "aclcap_ops"  # the bundled library's module; it loads through its load()
+
+
+def _import_file(path: Path) -> None:
+    """Import a .py op library once per process: a second import would register its ops
+    and fakes again, which torch refuses."""
+    name = "aclcap_lib_" + path.stem.replace("-", "_")
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import op library {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
+def load_library(spec: str) -> None:
+    """Load one op library; any failure becomes a one-line UsageError naming it."""
+    import torch
+
+    path = Path(spec)
+    looks_like_path = path.suffix in (".so", ".py", ".dylib", ".pyd") or "/" in spec
+    try:
+        if looks_like_path:
+            if not path.exists():
+                raise UsageError(
+                    f"op library {spec} not found: pass an existing .so or .py file, "
+                    "or an importable module name"
+                )
+            if path.suffix == ".py":
+                _import_file(path.resolve())
+            else:
+                torch.ops.load_library(str(path.resolve()))
+        else:
+            module = importlib.import_module(spec)
+            if spec == BUNDLED:  # the bundled library builds and registers on request
+                module.load()
+    except UsageError:
+        raise
+    except ModuleNotFoundError as exc:
+        raise UsageError(
+            f"op library {spec!r} not found: {exc} "
+            "(pass a .so or .py path, or an importable module)"
+        ) from exc
+    except Exception as exc:  # a library's own import or dlopen error: report, don't crash
+        raise UsageError(f"op library {spec} failed to load: {last_line(exc)}") from exc
+
+
+_NAMESPACES: dict[str, set[str]] = {}  # library -> the namespaces its loading registered
+
+
+def load_libraries(specs: list[str]) -> list[str]:
+    """Load libraries in order; return the op namespaces they registered (remembered per
+    library, so a second load in the same process answers the same)."""
+    import torch
+
+    for spec in specs:
+        if spec in _NAMESPACES:
+            continue
+        before = set(torch._C._dispatch_get_all_op_names())
+        load_library(spec)
+        added = set(torch._C._dispatch_get_all_op_names()) - before
+        _NAMESPACES[spec] = {name.split("::", 1)[0] for name in added}
+        if spec == BUNDLED:  # it may have been loaded before, by aclcap_ops.load() itself
+            _NAMESPACES[spec].add("aclcap")
+    return sorted(set().union(*(_NAMESPACES[s] for s in specs)))
+
+
+def custom_namespaces() -> list[str]:
+    """Every namespace with ops that does not ship with torch, for "did you mean"."""
+    import torch
+
+    from aclcap.meta.registry import BUILTIN_NAMESPACES
+
+    names = {n.split("::", 1)[0] for n in torch._C._dispatch_get_all_op_names()}
+    return sorted(n for n in names if n not in BUILTIN_NAMESPACES)

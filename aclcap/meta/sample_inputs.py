@@ -1,0 +1,43 @@
+"""Sample inputs that op libraries declare, so check-meta can run the real kernel against
+the meta impl (the README's "Op libraries and sample inputs" contract)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+SampleFn = Callable[[Any, Any], Iterable["SampleInput"]]
+
+_REGISTRY: dict[str, SampleFn] = {}
+
+
+@dataclass
+class SampleInput:
+    """One call of an op: positional and keyword arguments, real tensors."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def normalize_qualname(qualname: str) -> str:
+    """`ns::name` and `ns::name.default` name the same overload; keep the explicit form."""
+    if "::" not in qualname:
+        raise ValueError(f"op name {qualname!r} must look like 'namespace::name'")
+    return qualname if "." in qualname.split("::", 1)[1] else qualname + ".default"
+
+
+def samples(qualname: str) -> Callable[[SampleFn], SampleFn]:
+    """Register `fn(device, dtype) -> iterable of SampleInput` for an op overload."""
+    key = normalize_qualname(qualname)
+
+    def register(fn: SampleFn) -> SampleFn:
+        _REGISTRY[key] = fn
+        return fn
+
+    return register
+
+
+def samples_for(qualname: str) -> SampleFn | None:
+    """The sample generator registered for an overload, if any."""
+    return _REGISTRY.get(normalize_qualname(qualname))

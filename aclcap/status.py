@@ -1,0 +1,41 @@
+"""One status vocabulary for every command's rows, and findings that carry a severity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """A row's verdict. StrEnum: JSON and tables print the plain value."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    MISSING = "missing"  # check-meta: no meta impl
+    CRASHED = "crashed"  # check-meta: the kernel took the worker down
+    TIMEOUT = "timeout"
+    NOT_EXERCISED = "not_exercised"  # check-meta: no sample inputs, only inspected
+    UNVERIFIED = "unverified"  # check-meta: a C++ composite that no sample ran
+    BUILT = "built"  # build targets
+    UP_TO_DATE = "up_to_date"
+    SKIPPED = "skipped"
+
+
+FAILING = frozenset({Status.FAIL, Status.MISSING, Status.CRASHED, Status.TIMEOUT})
+
+
+class Severity(StrEnum):
+    ERROR = "error"  # fails the row
+    WARNING = "warning"  # reported; fails only under --strict
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a check found, in one line naming the argument or output."""
+
+    message: str
+    severity: Severity = Severity.ERROR
+
+    def text(self) -> str:
+        """How a reason reads in a table and in JSON `reasons`."""
+        return self.message if self.severity is Severity.ERROR else f"warning: {self.message}"

@@ -1,0 +1,365 @@
+"""Time the bundled ops against their eager references and against the memory-traffic floor.
+
+Each op is measured three ways: against its plain-PyTorch composite (aclcap_ops.reference),
+for rms_norm also against torch.nn.functional.rms_norm, and against a floor: the bytes the op
+must read plus write, divided by the copy bandwidth that torch.clone of a large float32 tensor
+reaches in the same run. A kernel near its floor is memory-bound and done; one far above it
+still has compute (or overhead) to remove.
+
+Why the measurements look the way they do:
+
+* Interleaved rounds (clone, kernel, references, then again), a median within each round and
+  over rounds, and ratios taken within a round: drift of a shared machine (another process
+  taking a core for a few seconds) slows all of one round alike, so the ratios hold even
+  when the absolute times wander.
+* clone allocates its output, as rms_norm and silu_and_mul do, so the floor includes the
+  first-touch page faults those ops pay too. On a VM these can be most of a clone's time;
+  `prefaulted_copy_gbps` (copy_ into a touched buffer) is reported to show how much. In-place
+  ops pay no faults, and an op whose working set fits the last-level cache can beat a floor
+  measured on 256 MiB: a ratio under 1 says exactly that.
+* In-place ops are timed by calling them again and again on the same buffers, so their inputs
+  are chosen to stay finite under repetition (see the `_case_*` builders) and are restored
+  from a saved copy, outside the timer, before every measurement.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch.utils import benchmark
+
+from aclcap_ops import OPS
+
+COPY_BYTES = 256 << 20
+# (tokens, hidden): a decode batch, a prefill chunk, and the size the targets are set at.
+DEFAULT_SIZES = ((32, 4096), (512, 4096), (4096, 4096))
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class OpBenchRow:
+    """One op at one shape and dtype; times are medians in microseconds."""
+
+    op: str
+    dtype: str
+    size: tuple[int, int]  # the (tokens, hidden) the case was built for
+    shape: tuple[int, ...]  # the op's main input
+    bytes_moved: int
+    kernel_us: float
+    reference_us: float
+    speedup: float  # reference / kernel (median of per-round ratios)
+    achieved_gbps: float  # bytes_moved / kernel time
+    copy_gbps: float  # the clone bandwidth measured in the same rounds: the floor's
+    prefaulted_copy_gbps: float  # copy_ into an already-touched buffer, for comparison
+    floor_us: float  # bytes_moved / copy bandwidth
+    kernel_over_floor: float  # kernel / floor (median of per-round ratios)
+    f_rms_norm_us: float | None = None
+
+
+@dataclass
+class OpCase:
+    """What to time for one op: the kernel, its baselines, and the bytes it must move."""
+
+    op: str
+    dtype: torch.dtype
+    size: tuple[int, int]
+    shape: tuple[int, ...]
+    bytes_moved: int
+    kernel: Callable[[], object]
+    reference: Callable[[], object]
+    extra: dict[str, Callable[[], object]] = field(default_factory=dict)
+    reset: Callable[[], None] = lambda: None
+
+
+def _nbytes(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _restorer(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], None]:
+    def reset() -> None:
+        for live, saved in pairs:
+            live.copy_(saved)
+
+    return reset
+
+
+def _reference():
+    """Load the library on first use: loading builds the kernels if they are stale."""
+    from aclcap_ops import load, reference
+
+    load()
+    return reference
+
+
+def _heads(hidden: int) -> tuple[int, int, int]:
+    """(head_size, query heads, key/value heads): 128-wide heads, 4 query heads per KV head."""
+    head_size = 128 if hidden % 128 == 0 else hidden
+    q_heads = hidden // head_size
+    return head_size, q_heads, max(1, q_heads // 4)
+
+
+def _case_rms_norm(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    ops, ref = torch.ops.aclcap, _reference()
+    x = torch.randn(tokens, hidden, dtype=dtype)
+    w = torch.randn(hidden, dtype=dtype)
+    return OpCase(
+        "rms_norm", dtype, (tokens, hidden), (tokens, hidden), 2 * _nbytes(x) + _nbytes(w),
+        kernel=lambda: ops.rms_norm(x, w, EPS),
+        reference=lambda: ref.rms_norm(x, w, EPS),
+        extra={"f_rms_norm": lambda: F.rms_norm(x, (hidden,), w, EPS)},
+    )
+
+
+def _case_fused_add_rms_norm(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    # Called repeatedly, residual <- residual + norm(residual) * w. With a random w the
+    # elements with the largest w grow geometrically and overflow within tens of calls; with
+    # w = 1 (a freshly initialized norm) every element scales by the same 1 + 1/rms, so rms
+    # grows by about 1 per call: linear, finite in float32, and in 16-bit types the sum just
+    # stops changing once the increment is below half an ulp.
+    ops, ref = torch.ops.aclcap, _reference()
+    x = torch.randn(tokens, hidden, dtype=dtype)
+    residual = torch.randn(tokens, hidden, dtype=dtype)
+    w = torch.ones(hidden, dtype=dtype)
+    saved = [(x, x.clone()), (residual, residual.clone())]
+    return OpCase(
+        "fused_add_rms_norm", dtype, (tokens, hidden), (tokens, hidden),
+        2 * _nbytes(x, residual) + _nbytes(w),
+        kernel=lambda: ops.fused_add_rms_norm(x, residual, w, EPS),
+        reference=lambda: ref.fused_add_rms_norm(x, residual, w, EPS),
+        reset=_restorer(saved),
+    )
+
+
+def _case_silu_and_mul(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    ops, ref = torch.ops.aclcap, _reference()
+    x = torch.randn(tokens, 2 * hidden, dtype=dtype)
+    return OpCase(
+        "silu_and_mul", dtype, (tokens, hidden), (tokens, 2 * hidden), _nbytes(x) * 3 // 2,
+        kernel=lambda: ops.silu_and_mul(x),
+        reference=lambda: ref.silu_and_mul(x),
+    )
+
+
+def quarter_turn_cache(max_pos: int, rot_dim: int, dtype: torch.dtype) -> torch.Tensor:
+    """A RoPE table whose angles are multiples of 90 degrees: cos and sin are 0 or +-1.
+
+    Why: rotary_embedding rotates in place, so a benchmark applies it thousands of times to
+    the same buffers. With a real table, cos^2 + sin^2 rounded to bf16 is off 1 by up to
+    ~2^-8 and magnitudes drift geometrically (towards overflow or denormals, which would also
+    distort the timing). Quarter turns are exact in every dtype, so repeated calls only
+    permute and negate values, while the kernel does the same arithmetic as with any table.
+    """
+    half = rot_dim // 2
+    turns = (torch.arange(max_pos)[:, None] + torch.arange(half)[None, :]) % 4
+    cos = torch.tensor([1.0, 0.0, -1.0, 0.0])[turns]
+    sin = torch.tensor([0.0, 1.0, 0.0, -1.0])[turns]
+    return torch.cat((cos, sin), dim=-1).to(dtype)
+
+
+def _case_rotary_embedding(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    ops, ref = torch.ops.aclcap, _reference()
+    head_size, q_heads, k_heads = _heads(hidden)
+    rot_dim = head_size - head_size % 2
+    max_pos = 4096
+    positions = torch.arange(tokens) % max_pos
+    query = torch.randn(tokens, q_heads * head_size, dtype=dtype)
+    key = torch.randn(tokens, k_heads * head_size, dtype=dtype)
+    table = quarter_turn_cache(max_pos, rot_dim, dtype)
+    # q and k are read and written; each token reads its position and its cos/sin row.
+    moved = 2 * _nbytes(query, key) + _nbytes(positions) + tokens * rot_dim * table.element_size()
+    saved = [(query, query.clone()), (key, key.clone())]
+    args = (positions, query, key, head_size, table, True)
+    return OpCase(
+        "rotary_embedding", dtype, (tokens, hidden), (tokens, q_heads * head_size), moved,
+        kernel=lambda: ops.rotary_embedding(*args),
+        reference=lambda: ref.rotary_embedding(*args),
+        reset=_restorer(saved),
+    )
+
+
+def _case_get_masked_input_and_mask(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    # Token ids, not activations: [tokens] int64 whatever the float dtype (hidden is unused).
+    # A rank holding a quarter of a 128k vocab plus 64 added ids, padded by 8.
+    del dtype
+    ops, ref = torch.ops.aclcap, _reference()
+    vocab = 128 * 1024
+    ids = torch.randint(0, vocab + 64, (tokens,), dtype=torch.int64)
+    args = (ids, vocab // 4, vocab // 2, 8, vocab, vocab + 64)
+    moved = 2 * _nbytes(ids) + tokens  # ids in, masked ids and a bool mask out
+    return OpCase(
+        "get_masked_input_and_mask", torch.int64, (tokens, hidden), (tokens,), moved,
+        kernel=lambda: ops.get_masked_input_and_mask(*args),
+        reference=lambda: ref.get_masked_input_and_mask(*args),
+    )
+
+
+def _case_reshape_and_cache(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    ops, ref = torch.ops.aclcap, _reference()
+    head_size, _, kv_heads = _heads(hidden)
+    block_size = 16
+    blocks = 2 * (tokens + block_size - 1) // block_size
+    key = torch.randn(tokens, kv_heads, head_size, dtype=dtype)
+    value = torch.randn_like(key)
+    key_cache = torch.zeros(blocks, block_size, kv_heads, head_size, dtype=dtype)
+    value_cache = torch.zeros_like(key_cache)
+    slots = torch.randperm(blocks * block_size)[:tokens]
+    # key and value are read once and written once into their slots; plus the slot ids.
+    moved = 2 * _nbytes(key, value) + _nbytes(slots)
+    args = (key, value, key_cache, value_cache, slots)
+    return OpCase(
+        "reshape_and_cache", dtype, (tokens, hidden), (tokens, kv_heads, head_size), moved,
+        kernel=lambda: ops.reshape_and_cache(*args),
+        reference=lambda: ref.reshape_and_cache(*args),
+    )
+
+
+_BUILDERS: dict[str, Callable[[int, int, torch.dtype], OpCase]] = {
+    "rms_norm": _case_rms_norm,
+    "fused_add_rms_norm": _case_fused_add_rms_norm,
+    "silu_and_mul": _case_silu_and_mul,
+    "rotary_embedding": _case_rotary_embedding,
+    "get_masked_input_and_mask": _case_get_masked_input_and_mask,
+    "reshape_and_cache": _case_reshape_and_cache,
+}
+
+
+def op_cases(
+    tokens: int, hidden: int, dtype: torch.dtype, ops: Iterable[str] = OPS
+) -> list[OpCase]:
+    """The timed cases of the named ops at [tokens, hidden] activations of `dtype`."""
+    _check_ops(ops)
+    return [_BUILDERS[op](tokens, hidden, dtype) for op in ops]
+
+
+def _check_ops(ops: Iterable[str]) -> None:
+    unknown = set(ops) - set(OPS)
+    if unknown:
+        raise ValueError(f"unknown ops {sorted(unknown)}; known: {', '.join(OPS)}")
+
+
+def time_call(fn: Callable[[], object], min_run_time: float = 0.1) -> float:
+    """Median seconds per call of `fn`, on all of torch's threads (Timer defaults to one)."""
+    timer = benchmark.Timer(
+        stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
+    )
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+class CopyProbe:
+    """The copies the floor is measured with, on one large float32 tensor.
+
+    clone is the floor: it allocates its output like the out-of-place ops do, so it pays
+    the same first-touch page faults per byte written. copy_ into a buffer that is already
+    touched is reported next to it, to show how much of the floor is those faults.
+    """
+
+    def __init__(self, nbytes: int = COPY_BYTES) -> None:
+        self.src = torch.randn(nbytes // 4, dtype=torch.float32)
+        self.dst = torch.empty_like(self.src)
+        self.dst.copy_(self.src)
+
+    @property
+    def traffic(self) -> int:
+        """Bytes each copy moves: every byte read once and written once."""
+        return 2 * _nbytes(self.src)
+
+    def clone(self) -> torch.Tensor:
+        return self.src.clone()
+
+    def copy_prefaulted(self) -> torch.Tensor:
+        return self.dst.copy_(self.src)
+
+
+def measure_case(
+    case: OpCase, probe: CopyProbe, rounds: int = 5, min_run_time: float = 0.1
+) -> OpBenchRow:
+    """Time one case in `rounds` interleaved rounds of clone, kernel and references.
+
+    Times are medians over rounds. speedup and kernel_over_floor are medians of the ratio
+    within each round, which cancels drift between rounds (another process taking a core
+    for a while slows all of one round alike); so they need not equal the quotient of the
+    median times exactly.
+    """
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    fns: dict[str, Callable[[], object]] = {
+        "clone": probe.clone,
+        "copy_prefaulted": probe.copy_prefaulted,
+        "kernel": case.kernel,
+        "reference": case.reference,
+        **case.extra,
+    }
+    for name in ("kernel", "reference", *case.extra):  # lazy init, first touch of inputs
+        case.reset()
+        fns[name]()
+        fns[name]()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            case.reset()
+            samples[name].append(time_call(fn, min_run_time))
+    case.reset()
+
+    def median_ratio(num: str, den: str, scale: float = 1.0) -> float:
+        return statistics.median(a / (b * scale) for a, b in zip(samples[num], samples[den],
+                                                                   strict=True))
+
+    t = {name: statistics.median(v) for name, v in samples.items()}
+    per_byte = t["clone"] / probe.traffic  # seconds per byte at the clone's bandwidth
+    f_rms = t.get("f_rms_norm")
+    return OpBenchRow(
+        op=case.op,
+        dtype=str(case.dtype).removeprefix("torch."),
+        size=case.size,
+        shape=case.shape,
+        bytes_moved=case.bytes_moved,
+        kernel_us=t["kernel"] * 1e6,
+        reference_us=t["reference"] * 1e6,
+        speedup=median_ratio("reference", "kernel"),
+        achieved_gbps=case.bytes_moved / t["kernel"] / 1e9,
+        copy_gbps=1 / per_byte / 1e9,
+        prefaulted_copy_gbps=probe.traffic / t["copy_prefaulted"] / 1e9,
+        floor_us=case.bytes_moved * per_byte * 1e6,
+        kernel_over_floor=median_ratio("kernel", "clone", case.bytes_moved / probe.traffic),
+        f_rms_norm_us=None if f_rms is None else f_rms * 1e6,
+    )
+
+
+def measure_ops(
+    sizes: Sequence[tuple[int, int]],
+    dtypes: Sequence[torch.dtype] = (torch.float32, torch.bfloat16),
+    rounds: int = 5,
+    ops: Sequence[str] = OPS,
+    min_run_time: float = 0.1,
+    copy_bytes: int = COPY_BYTES,
+    on_row: Callable[[OpBenchRow], None] | None = None,
+) -> list[OpBenchRow]:
+    """Benchmark `ops` at every (tokens, hidden) size and dtype; one row per measurement.
+
+    get_masked_input_and_mask takes int64 token ids, so it is measured once per size rather
+    than once per dtype. `on_row` sees each row as it is done (for progress output).
+    """
+    _check_ops(ops)
+    probe = CopyProbe(copy_bytes)
+    rows: list[OpBenchRow] = []
+    for tokens, hidden in sizes:
+        for i, dtype in enumerate(dtypes):
+            for op in ops:
+                if i > 0 and op == "get_masked_input_and_mask":
+                    continue
+                # One case at a time, so that only its tensors are alive while it is timed.
+                row = measure_case(_BUILDERS[op](tokens, hidden, dtype), probe, rounds,
+                                   min_run_time)
+                rows.append(row)
+                if on_row:
+                    on_row(row)
+    return rows
+
+
+def rows_as_dicts(rows: Iterable[OpBenchRow]) -> list[dict]:
+    """Rows as plain dicts, ready for json.dump."""
+    return [asdict(row) for row in rows]

@@ -1,0 +1,86 @@
+"""The exit-code contract, the same in every command: 1 a check failed, 2 bad input (one
+line, no traceback), 3 an internal error (one line pointing at --debug); output paths are
+checked before any work starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import BADOPS, ROOT, aclcap, aclcap_process
+
+TINY = str(ROOT / "examples" / "tiny_llama.py")
+BREAKS = str(ROOT / "examples" / "graph_break.py")
+
+BAD_INPUT = [
+    (("check-meta", "--lib", "no/such/lib.so"), "op library no/such/lib.so not found"),
+    (("check-meta", "--lib", "no_such_module_xyz"), "op library 'no_such_module_xyz' not found"),
+    (("check-meta", "--device", "tpu"), "unknown device 'tpu'"),
+    (("check-meta", "--device", "cuda"), "cuda: "),
+    (("check-meta", "--emit-stubs", "/no/such/dir/x.py"), "folder /no/such/dir does not exist"),
+    (("check-meta", "--json", "/no/such/dir/x.json"), "--json /no/such/dir/x.json: folder"),
+    (("check-meta", "--lint", "no/such/dir"), "--lint no/such/dir: no such file or folder"),
+    (("capture", "no/such/model.py"), "model file no/such/model.py not found"),
+    (("capture", TINY, "--shapes", "1,x"), "--shapes '1,x': give a comma-separated list"),
+    (("capture", TINY, "--shapes", "0,2"), "--shapes '0,2'"),
+    (("capture", TINY, "--device", "tpu"), "unknown device 'tpu'"),
+    (("capture", TINY, "--device", "npu"), "npu: torch_npu not installed"),
+    (("capture", TINY, "--dtype", "int8"), "--dtype 'int8': choose one of float32, bfloat16"),
+    (("capture", TINY, "--json", "/no/such/dir/x.json"), "--json /no/such/dir/x.json: folder"),
+    (("bench", TINY, "--baseline", "no/such/base.json"), "--baseline no/such/base.json: file"),
+    (("bench", TINY, "--modes", "eager,turbo"), "--modes 'eager,turbo': choose from eager"),
+    (("bench", TINY, "--rounds", "2"), "--rounds 2: at least 5 rounds"),
+    (("bench", TINY, "--plot", "/no/such/dir/p.png"), "--plot /no/such/dir/p.png: folder"),
+    (("bench", TINY, "--save-baseline", "/no/such/b.json"), "--save-baseline /no/such/b.json"),
+    (("build", "--json", "/no/such/dir/b.json"), "--json /no/such/dir/b.json: folder"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_INPUT, ids=[" ".join(a[:2]) + f" #{i}"
+                                                          for i, (a, _) in enumerate(BAD_INPUT)])
+def test_bad_input_is_one_line_exit_2(args, message):
+    run = aclcap(*args, "--device", "cpu") if args[0] in ("capture", "bench") and \
+        "--device" not in args else aclcap(*args)
+    assert run.code == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_output_path_is_checked_before_any_work(tmp_path):
+    marker = tmp_path / "imported"
+    model = tmp_path / "model.py"
+    model.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    run = aclcap("capture", str(model), "--json", str(tmp_path / "no" / "x.json"))
+    assert run.code == 2 and not marker.exists()
+
+
+def test_internal_error_exits_3_in_one_line(monkeypatch):
+    from aclcap.capture import run as capture_run
+
+    def broken(*args, **kwargs):
+        raise KeyError("output 1")  # stands for any bug of aclcap's own
+
+    monkeypatch.setattr(capture_run, "run_capture", broken)
+    run = aclcap("capture", TINY, "--device", "cpu")
+    assert run.code == 3
+    assert run.stderr.strip().splitlines() == [
+        "internal error: KeyError: 'output 1' (a bug of aclcap: rerun with --debug for the "
+        "traceback)"]
+
+
+@pytest.mark.parametrize("command", ["capture", "bench"])
+def test_capture_failure_exits_1_in_every_command(command):
+    extra = ("--modes", "graph", "--rounds", "5") if command == "bench" else ()
+    run = aclcap(command, BREAKS, "--device", "cpu", "--shapes", "2", *extra)
+    assert run.code == 1, run.stderr
+    assert "torch.export failed" in run.stdout + run.stderr
+
+
+def test_debug_shows_traceback():
+    run = aclcap_process("--debug", "check-meta", "--lib", "no/such/lib.so")
+    assert run.code != 0 and "Traceback" in run.stderr
+
+
+def test_library_that_fails_to_import_is_bad_input_not_a_bug():
+    run = aclcap("check-meta", "--lib", str(BADOPS.with_name("missing.py")))
+    assert run.code == 2
