@@ -157,6 +157,8 @@ def mechanism_line(report: CaptureReport) -> str:
         if "artifact" not in facts:
             return "mechanism: aoti (AOTInductor, one artifact for all sizes): not built"
         cache = "cache hit" if facts["cache_hit"] else f"compiled in {facts['compile_s']:.1f} s"
+        if facts.get("cache_note"):
+            cache += f" ({facts['cache_note']})"
         return (f"mechanism: aoti (AOTInductor, one artifact for all sizes; no device graphs "
                 f"exist on a CPU): {_short_paths(facts['artifact'])}, "
                 f"{facts['artifact_bytes'] / 2**20:.1f} MiB, {cache}")

@@ -93,7 +93,8 @@ def test_wrong_meta_impl_fails_with_named_reason():
     doc = run.json()
     wrong = doc["trace"]["custom_ops_wrong_meta"]
     assert wrong and wrong[0]["op"] == "aclcap_wrongmeta::first_half"
-    assert "shape [4, 64]" in wrong[0]["reason"] and "[4, 32]" in wrong[0]["reason"]
+    assert "shape [2, 64]" in wrong[0]["reason"] and "[2, 32]" in wrong[0]["reason"]
+    assert wrong[0]["sizes_wrong"] == [2, 4] and wrong[0]["sizes_right"] == []
     for r in doc["results"]:
         assert r["status"] == "fail"
         assert any("aclcap_wrongmeta::first_half has a wrong meta impl" in x for x in r["reasons"])
@@ -140,3 +141,28 @@ def test_device_graph_capture_matches_eager(device, mechanism):
     totals = run.json()["totals"]
     assert totals["capture_order"] == [8, 4, 2, 1]
     assert totals["memory_over_largest"] <= 1.5  # one shared pool, largest first
+
+
+def test_cache_follows_the_exported_program_not_the_file(tmp_path):
+    model = str(MODELS / "env_outputs.py")
+    cache = str(tmp_path / "cache")
+    one = capture(model, "--device", "cpu", ACLCAP_CACHE_DIR=cache, ACLCAP_TEST_OUTPUTS="1")
+    two = capture(model, "--device", "cpu", ACLCAP_CACHE_DIR=cache, ACLCAP_TEST_OUTPUTS="2")
+    again = capture(model, "--device", "cpu", ACLCAP_CACHE_DIR=cache, ACLCAP_TEST_OUTPUTS="2")
+    for run in (one, two, again):
+        assert run.code == 0, run.stderr
+    assert one.json()["backend"]["artifact"] != two.json()["backend"]["artifact"]
+    assert two.json()["backend"]["cache_hit"] is False
+    assert again.json()["backend"]["cache_hit"] is True
+
+
+def test_corrupt_cached_artifact_is_rebuilt(tmp_path):
+    model = str(MODELS / "env_outputs.py")
+    cache = str(tmp_path / "cache")
+    first = capture(model, "--device", "cpu", ACLCAP_CACHE_DIR=cache)
+    artifact = first.json()["backend"]["artifact"]
+    with open(artifact, "r+b") as f:
+        f.truncate(100)
+    second = capture(model, "--device", "cpu", ACLCAP_CACHE_DIR=cache)
+    assert second.code == 0, second.stderr
+    assert "rebuilt" in second.json()["backend"]["cache_note"]

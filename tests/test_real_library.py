@@ -116,3 +116,14 @@ def test_bundled_ops_harvested_from_tiny_llama():
 def test_samples_from_a_missing_model_is_bad_input():
     run = aclcap("check-meta", "--samples-from", "no/such/model.py")
     assert run.code == 2 and "--samples-from no/such/model.py: no such model file" in run.stderr
+
+
+def test_whole_step_cross_check_names_the_size_a_fake_is_wrong_at():
+    run = aclcap("capture", str(ROOT / "tests" / "models" / "size_dependent_fake.py"),
+                 "--device", "cpu", "--json", "-")
+    assert run.code == 1
+    (wrong,) = run.json()["trace"]["custom_ops_wrong_meta"]
+    assert wrong["op"] == "aclcap_real::double_rows"
+    assert wrong["sizes_wrong"] == [5] and wrong["sizes_right"] == [2]
+    assert "shape [4, 8]" in wrong["reason"] and "wrong at size 5; right at size 2" in \
+        wrong["reason"]

@@ -112,11 +112,14 @@ def run_capture(
     pad: bool = False,
     bisect: bool = False,
     on_progress: Callable[[str, int, int], None] | None = None,
+    use_cache: bool = True,
 ) -> CaptureReport:
     """The whole capture pipeline of one model file; bad input raises UsageError.
     `on_progress(message, done, total)` is told each step: trace, capture and replay per
     size, padded sizes, bisection."""
     step = prepare_step(model_path, device, dtype)
+    if hasattr(step.backend, "use_cache"):
+        step.backend.use_cache = use_cache
     sizes = sorted(set(shapes or step.spec.shapes))
     total = 1 + 2 * len(sizes) + pad + bisect
     done = 0
@@ -128,11 +131,19 @@ def run_capture(
         done += 1
 
     advance("tracing with torch.compile")
-    trace = trace_model(step.model, step.inputs(max(sizes)), step.spec.path)
+    trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)
     mechanism = step.backend.mechanism
     report = CaptureReport(step.spec.name, step.device, dtype, mechanism, [], trace, fullgraph)
     if failure := trace.error_line():  # what cannot be traced cannot be captured
         report.rows = [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL, [failure])
+                       for s in sizes]
+        return report
+    if trace.custom_ops_wrong_meta:
+        # A graph compiled from a wrong fake allocates wrong buffers: running it can write
+        # out of bounds, so it is not captured at all.
+        wrong = [f"{bad['op']} has a wrong meta impl: {bad['reason']}"
+                 for bad in trace.custom_ops_wrong_meta]
+        report.rows = [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL, wrong)
                        for s in sizes]
         return report
     try:
@@ -148,10 +159,6 @@ def run_capture(
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")
         report.rows.append(_replay_row(step, by_size[size], mechanism))
-    for row in report.rows:  # graph mode built on a wrong fake cannot be trusted
-        for bad in trace.custom_ops_wrong_meta:
-            row.status = Status.FAIL
-            row.reasons.append(f"{bad['op']} has a wrong meta impl: {bad['reason']}")
     if pad:
         advance("replaying padded sizes")
         report.rows += _pad_rows(step, by_size, mechanism)

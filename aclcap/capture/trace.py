@@ -33,7 +33,7 @@ class TraceReport:
     ops_per_graph: list[int] = field(default_factory=list)
     custom_ops_in_graph: list[str] = field(default_factory=list)
     custom_ops_outside_graph: list[dict[str, str]] = field(default_factory=list)
-    custom_ops_wrong_meta: list[dict[str, str]] = field(default_factory=list)
+    custom_ops_wrong_meta: list[dict[str, Any]] = field(default_factory=list)
     # A hard tracing failure (torch.compile raised, not graph-broke): op, file, line, reason.
     error: dict[str, Any] | None = None
 
@@ -63,24 +63,64 @@ def _custom_name(target: Any) -> str | None:
 
 
 class _CustomOpRecorder(TorchDispatchMode):
-    """Records the custom ops an eager run calls (to find those no graph holds) and each
-    one's first call with its outputs (to check its fake impl on real arguments)."""
+    """Records the custom ops an eager run calls (to find those no graph holds) and every
+    distinct call with its outputs and the step size (to cross-check fakes on real values).
+
+    torch's CrossRefFakeMode does the same comparison, but it raises on the first mismatch
+    inside the step (stopping it, so later calls go unchecked) and runs every aten op too;
+    the whole-step report needs every custom-op call, so the calls are kept and compared
+    afterwards with fakecheck."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[str] = []
-        self.first_calls: dict[str, tuple[Any, SampleInput, Any]] = {}
+        self.calls: list[tuple[str, Any, SampleInput, Any, int]] = []
+        self.size = 0
+        self._keys: set[tuple] = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = _custom_name(func)
         kwargs = kwargs or {}
-        if name and name not in self.seen:
+        if not name:
+            return func(*args, **kwargs)
+        if name not in self.seen:
             self.seen.append(name)
-            sample = SampleInput(*clone_tensors((args, kwargs)))
-            out = func(*args, **kwargs)
-            self.first_calls[name] = (func, sample, clone_tensors(out))
-            return out
-        return func(*args, **kwargs)
+        key = (name, self.size, *(tuple(a.shape) if isinstance(a, torch.Tensor) else repr(a)
+                                  for a in args))
+        if key in self._keys:
+            return func(*args, **kwargs)
+        self._keys.add(key)
+        sample = SampleInput(*clone_tensors((args, kwargs)))
+        out = func(*args, **kwargs)
+        self.calls.append((name, func, sample, clone_tensors(out), self.size))
+        return out
+
+
+def _wrong_fakes(calls: list[tuple[str, Any, SampleInput, Any, int]], ops: list[str]
+                 ) -> list[dict[str, Any]]:
+    """Per op, the fake's mismatches over every recorded call, with the sizes it is wrong
+    at and those it is right at."""
+    wrong: dict[str, dict[str, Any]] = {}
+    right: dict[str, set[int]] = {}
+    for name, op, sample, real, size in calls:
+        if name not in ops:
+            continue
+        reasons = fake_mismatches(op, sample.args, sample.kwargs, real)
+        if not reasons:
+            right.setdefault(name, set()).add(size)
+            continue
+        entry = wrong.setdefault(name, {"op": name, "reason": reasons[0], "sizes_wrong": []})
+        if size not in entry["sizes_wrong"]:
+            entry["sizes_wrong"].append(size)
+    found = []
+    for name, entry in wrong.items():
+        good = sorted(right.get(name, set()) - set(entry["sizes_wrong"]))
+        entry["sizes_right"] = good
+        if good:
+            entry["reason"] += (f" (wrong at size {', '.join(map(str, entry['sizes_wrong']))}; "
+                                f"right at size {', '.join(map(str, good))})")
+        found.append(entry)
+    return found
 
 
 def _break_site(stack: list, model_file: Path | None) -> tuple[str, int]:
@@ -112,13 +152,17 @@ def _tracing_failure(exc: Exception, seen: list[str], model_file: Path | None
     return {"op": op, "file": file, "line": line, "reason": reason}
 
 
-def trace_model(model: torch.nn.Module, inputs: tuple, model_file: Path | None = None
-                ) -> TraceReport:
-    """Run torch._dynamo.explain over one call and an eager call under a recorder."""
+def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
+                model_file: Path | None = None) -> TraceReport:
+    """Run torch._dynamo.explain over the largest size, and the eager step at every size
+    under a recorder whose calls cross-check the fakes."""
+    inputs = inputs_by_size[max(inputs_by_size)]
     with torch.no_grad():  # each run gets its own copy: the step mutates its inputs
         recorder = _CustomOpRecorder()
-        with recorder:
-            model(*clone_tensors(inputs))
+        for size, args in sorted(inputs_by_size.items()):
+            recorder.size = size
+            with recorder:
+                model(*clone_tensors(args))
         try:
             explained = torch._dynamo.explain(model)(*clone_tensors(inputs))
         except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
@@ -142,12 +186,7 @@ def trace_model(model: torch.nn.Module, inputs: tuple, model_file: Path | None =
     outside = [name for name in recorder.seen if name not in in_graph]
     meta_missing = {o.dispatcher_name.split(".")[0] for o in list_ops(
         sorted({n.split("::")[0] for n in outside})) if o.meta_kind == MISSING}
-    wrong_meta = []
-    for name in in_graph:
-        if name in recorder.first_calls:
-            op, sample, real = recorder.first_calls[name]
-            for reason in fake_mismatches(op, sample.args, sample.kwargs, real):
-                wrong_meta.append({"op": name, "reason": reason})
+    wrong_meta = _wrong_fakes(recorder.calls, in_graph)
     where = f" (graph break at {Path(breaks[0].file).name}:{breaks[0].line})" if breaks else ""
     return TraceReport(
         graph_count=explained.graph_count,

@@ -35,6 +35,9 @@ def capture(
                    "sizes, padded up to the next capture size, against unpadded eager.")] = False,
     bisect: Annotated[bool, typer.Option("--bisect", help="On a mismatch, name the first node "
                       "of the traced graph whose compiled output diverges from eager.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="cpu: compile the AOTI artifact "
+                        "afresh instead of reusing the cached one (cache: $ACLCAP_CACHE_DIR, "
+                        "else ~/.cache/aclcap; keyed on the exported program).")] = False,
     plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
                           "sizes that minimize expected padded tokens within --budget graphs "
                           "(no MODEL.py needed).")] = False,
@@ -66,7 +69,7 @@ def capture(
     quiet_torch()
     with progress_bar() as progress:
         result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect,
-                             stepper(progress))
+                             stepper(progress), use_cache=not no_cache)
     if json_path:
         report.write_json(json_path, report.document(
             "capture", result.device, result.result_rows(), model=str(model),

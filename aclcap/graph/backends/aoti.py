@@ -43,10 +43,25 @@ def _library_fingerprint(spec: ModelSpec) -> str:
     return "|".join(parts)
 
 
-def cache_key(spec: ModelSpec, dtype: torch.dtype, dims: list[list[int]]) -> str:
+def _tensor_digest(t: torch.Tensor) -> str:
+    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+    return hashlib.sha256(data.numpy().tobytes()).hexdigest()
+
+
+def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec) -> str:
+    """A key of what the artifact is compiled from: the exported graph's code, its input
+    and output signature and ranges, every weight and constant (shape, dtype and values:
+    AOTI bakes them in), the torch and aclcap versions and the op libraries. Keyed on the
+    model file's text instead, a step that reads an environment variable or a config file
+    would reuse the artifact of another graph."""
     h = hashlib.sha256()
-    for part in (spec.source_sha256, torch.__version__, aclcap.__version__, str(dtype),
-                 repr(dims), _library_fingerprint(spec)):
+    tensors = {**exported.state_dict, **exported.constants}
+    parts = [exported.graph_module.code, str(exported.call_spec.in_spec),
+             str(exported.call_spec.out_spec), str(exported.range_constraints),
+             torch.__version__, aclcap.__version__, _library_fingerprint(spec)]
+    parts += [f"{name}:{list(v.shape)}:{v.dtype}:{_tensor_digest(v)}"
+              for name, v in sorted(tensors.items()) if isinstance(v, torch.Tensor)]
+    for part in parts:
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
 
@@ -54,19 +69,22 @@ def cache_key(spec: ModelSpec, dtype: torch.dtype, dims: list[list[int]]) -> str
 class AotiBackend:
     mechanism = "aoti"
 
-    def __init__(self, cache_dir: Path | None = None) -> None:
+    def __init__(self, cache_dir: Path | None = None, use_cache: bool = True) -> None:
         self.cache_dir = Path(cache_dir or default_cache_dir())
+        self.use_cache = use_cache  # False: --no-cache, always compile afresh
         self.facts: dict[str, Any] = {}
 
     def summary(self) -> dict[str, Any]:
         return dict(self.facts)
 
-    def _compile(self, model: torch.nn.Module, example: tuple, dims: list[list[int]],
-                 target: Path) -> None:
+    def _export(self, model: torch.nn.Module, example: tuple, dims: list[list[int]]
+                ) -> torch.export.ExportedProgram:
         try:
-            exported = export_step(model, example, dims)
+            return export_step(model, example, dims)
         except Exception as exc:
             raise CaptureError(f"torch.export failed: {first_line(exc)}") from exc
+
+    def _compile(self, exported: torch.export.ExportedProgram, target: Path) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(f".{os.getpid()}.partial.pt2")
         try:
@@ -76,25 +94,38 @@ class AotiBackend:
             raise CaptureError(f"AOTInductor compile failed: {first_line(exc)}") from exc
         partial.replace(target)  # atomic: a concurrent run never loads half a file
 
+    def _load(self, step: StepContext, sizes: list[int]) -> Any:
+        """Export (seconds), then find the compiled artifact of that program in the cache
+        or compile it (the slow part); a corrupt cached artifact is rebuilt."""
+        start = time.perf_counter()
+        # Export at a size >= 2: export specializes a dim whose example is 1.
+        exported = self._export(step.model, step.inputs(max(max(sizes), 2)), step.dims)
+        artifact = self.cache_dir / f"{step.spec.path.stem}-{program_key(exported, step.spec)}.pt2"
+        hit = self.use_cache and artifact.exists()
+        note = None
+        runner = None
+        if hit:
+            try:
+                runner = torch._inductor.aoti_load_package(str(artifact))
+            except Exception as exc:
+                hit, note = False, f"cached artifact unreadable ({first_line(exc)}): rebuilt"
+        if runner is None:
+            self._compile(exported, artifact)
+            runner = torch._inductor.aoti_load_package(str(artifact))
+        self.facts = {"artifact": str(artifact), "artifact_bytes": artifact.stat().st_size,
+                      "cache_hit": hit, "compile_s": round(time.perf_counter() - start, 3),
+                      **({"cache_note": note} if note else {})}
+        return runner, artifact
+
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None) -> list[Captured]:
-        spec, dims = step.spec, step.dims
-        artifact = self.cache_dir / f"{spec.path.stem}-{cache_key(spec, step.dtype, dims)}.pt2"
-        hit = artifact.exists()
         runner = None
         captured = []
         for size in sorted(sizes, reverse=True):
             if on_size:
                 on_size(size)
             if runner is None:  # compile (or find in the cache) while the first size is shown
-                start = time.perf_counter()
-                if not hit:
-                    # Export at a size >= 2: export specializes a dim whose example is 1.
-                    self._compile(step.model, step.inputs(max(max(sizes), 2)), dims, artifact)
-                self.facts = {"artifact": str(artifact),
-                              "artifact_bytes": artifact.stat().st_size, "cache_hit": hit,
-                              "compile_s": round(time.perf_counter() - start, 3)}
-                runner = torch._inductor.aoti_load_package(str(artifact))
+                runner, artifact = self._load(step, sizes)
             static = step.inputs(size)
             t0 = time.perf_counter()
             with torch.no_grad():

@@ -1,6 +1,6 @@
 """aclgraph (npu) and CUDA graphs (cuda): one implementation, the device module passed in.
 
-Per size, largest first, into one shared memory pool: warm up on a side stream, then
+Every size is warmed up first; then per size, largest first, into one shared memory pool,
 capture the torch.compile'd step into a graph over static input buffers. Capture is done
 with capture_begin/capture_end directly rather than the `graph()` context manager, whose
 entry synchronizes, empties the cache and may gc.collect() each time: slow across many
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.base import Captured
@@ -28,28 +27,33 @@ COMPILE_BACKENDS = {"cuda": "inductor", "npu": "aot_eager"}
 WARMUP_STEPS = 3
 
 
-class _LastOp(TorchDispatchMode):
-    """Remembers the last op dispatched and its model-file line, to name what broke capture."""
+def _compile_count() -> tuple[int, int]:
+    """Dynamo's frame and graph counters: they move when anything compiles."""
+    from torch._dynamo.utils import counters
 
-    def __init__(self, model_file: Path) -> None:
-        super().__init__()
-        self.model_file = str(model_file.resolve())
-        self.op, self.site = "", ""
+    return sum(counters["frames"].values()), counters["stats"]["unique_graphs"]
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.op = str(func)
-        frames = [f for f in traceback.extract_stack() if f.filename == self.model_file]
-        if frames:
-            self.site = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}"
-        return func(*args, **(kwargs or {}))
+
+def _failure_site(exc: BaseException, model_file: Path) -> str:
+    """The model-file line in the exception's traceback, with its source text."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if Path(f.filename).resolve() == model_file.resolve()]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" at {model_file.name}:{frame.lineno} (`{(frame.line or '').strip()}`)"
 
 
 class DeviceGraphBackend:
-    def __init__(self, device: str) -> None:
+    """`mod` is the device module (torch.cuda, torch.npu once torch_npu is imported); the
+    protocol test passes a stand-in. `compile_backend` is what torch.compile uses."""
+
+    def __init__(self, device: str, mod: Any = None, compile_backend: Any = None) -> None:
         self.device = device
-        self.mod = getattr(torch, device)  # torch.cuda, or torch.npu once torch_npu is imported
+        self.mod = mod if mod is not None else getattr(torch, device)
         self.mechanism = MECHANISMS[device]
-        self.facts: dict[str, Any] = {"compile_backend": COMPILE_BACKENDS[device]}
+        self.compile_backend = compile_backend or COMPILE_BACKENDS[device]
+        self.facts: dict[str, Any] = {"compile_backend": str(self.compile_backend)}
 
     def summary(self) -> dict[str, Any]:
         return dict(self.facts)
@@ -69,47 +73,60 @@ class DeviceGraphBackend:
         self.facts["graph_api"] = f"torch.{self.device}.{cls.__name__}"
         return graph, lambda: graph.capture_begin(pool=pool)
 
+    def _warm_up(self, compiled: Callable, stream: Any, static: tuple) -> list[int]:
+        """Run the compiled step on the side stream; which inputs it mutates."""
+        before = [t.clone() for t in static]
+        stream.wait_stream(self.mod.current_stream())
+        with torch.no_grad(), self.mod.stream(stream):
+            for _ in range(WARMUP_STEPS):
+                compiled(*static)
+        self.mod.current_stream().wait_stream(stream)
+        self.mod.synchronize()
+        return [i for i, (a, b) in enumerate(zip(before, static, strict=True))
+                if not torch.equal(a, b)]
+
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None) -> list[Captured]:
-        compiled = torch.compile(step.model, backend=COMPILE_BACKENDS[self.device])
+        """Warm up every size first, so that nothing compiles inside a capture; then capture
+        largest first into one pool. No dispatch mode or other Python hook is active around
+        the compiled call: under one, Dynamo would run the model eagerly and the graph would
+        hold eager kernels instead of the compiled code."""
+        compiled = torch.compile(step.model, backend=self.compile_backend)
         stream = self.mod.Stream()
+        order = sorted(sizes, reverse=True)  # largest first: smaller graphs reuse its pool
+        statics = {size: step.inputs(size) for size in order}
+        mutated = {size: self._warm_up(compiled, stream, statics[size]) for size in order}
         pool = None
         captured = []
-        for size in sorted(sizes, reverse=True):  # largest first: smaller graphs reuse its pool
+        for size in order:
             if on_size:
                 on_size(size)
-            static = step.inputs(size)
-            before = [t.clone() for t in static]
-            stream.wait_stream(self.mod.current_stream())
-            with torch.no_grad(), self.mod.stream(stream):
-                for _ in range(WARMUP_STEPS):
-                    compiled(*static)
-            self.mod.current_stream().wait_stream(stream)
-            self.mod.synchronize()
-            mutated = [i for i, (a, b) in enumerate(zip(before, static, strict=True))
-                       if not torch.equal(a, b)]
+            static = statics[size]
             graph, begin = self._new_graph(pool)
             reserved = self.mod.memory_reserved()
-            recorder = _LastOp(step.spec.path)
+            compiles = _compile_count()
             t0 = time.perf_counter()
             try:
                 with torch.no_grad(), self.mod.stream(stream):
                     begin()
                     try:
-                        with recorder:
-                            out = compiled(*static)
+                        out = compiled(*static)
                     finally:
                         graph.capture_end()
             except Exception as exc:
-                where = f" at {recorder.site}" if recorder.site else ""
-                raise CaptureError(f"{recorder.op or 'an op'}{where} cannot be captured (a host "
-                                   f"sync or CPU op inside a device capture): "
+                raise CaptureError(f"size {size}{_failure_site(exc, step.spec.path)} cannot be "
+                                   "captured (a host sync or CPU op inside a device capture): "
                                    f"{first_line(exc)}") from exc
+            if _compile_count() != compiles:
+                raise CaptureError(f"size {size}: torch.compile compiled again inside the "
+                                   "capture, after every size was warmed up (a guard on this "
+                                   "size failed): capture would record a host-side compile")
             self.mod.synchronize()
             pool = graph.pool()
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
                                      self.mod.memory_reserved() - reserved,
-                                     _replayer(graph, static, mutated, out), tuple(static)))
+                                     _replayer(graph, static, mutated[size], out),
+                                     tuple(static)))
         self.facts["capture_order"] = [c.size for c in captured]
         return captured
 
