@@ -1,5 +1,6 @@
 """Fake against real: run an op's fake impl on fake copies of one call's arguments and compare
-every output's shape, dtype and strides with what the real kernel returned. check-meta runs
+every output's shape, dtype, strides and storage offset with what the real kernel returned
+(aliasing is opcheck's test_faketensor, which check-meta runs on every sample). check-meta runs
 it per sample; capture's trace runs it on every custom-op call of a real step."""
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def compare_outputs(where: str, fake: Any, real: Any) -> list[str]:
         ):
             reasons.append(f"{where} output {i}: {describe(f)}, but the kernel gives "
                            f"{describe(r)}")
+        elif f.storage_offset() != r.storage_offset():
+            reasons.append(f"{where} output {i}: storage offset {f.storage_offset()}, but the "
+                           f"kernel's is {r.storage_offset()}")
     return reasons
 
 
