@@ -70,6 +70,12 @@ class CaptureReport:
         return [asdict(r) for r in self.rows]
 
 
+def _failed_rows(sizes: list[int], mechanism: str, reasons: list[str]) -> list[CaptureRow]:
+    """Every size failed for the same reasons, before anything could be replayed."""
+    return [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL, list(reasons))
+            for s in sizes]
+
+
 def _replay_row(step: StepContext, cap: Captured, mechanism: str) -> CaptureRow:
     """REPLAYS replays on different fresh inputs; says so when only the first (or only a
     later) one differs: state that is stale at first replay, or leaks between replays."""
@@ -135,23 +141,20 @@ def run_capture(
     mechanism = step.backend.mechanism
     report = CaptureReport(step.spec.name, step.device, dtype, mechanism, [], trace, fullgraph)
     if failure := trace.error_line():  # what cannot be traced cannot be captured
-        report.rows = [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL, [failure])
-                       for s in sizes]
+        report.rows = _failed_rows(sizes, mechanism, [failure])
         return report
     if trace.custom_ops_wrong_meta:
         # A graph compiled from a wrong fake allocates wrong buffers: running it can write
         # out of bounds, so it is not captured at all.
         wrong = [f"{bad['op']} has a wrong meta impl: {bad['reason']}"
                  for bad in trace.custom_ops_wrong_meta]
-        report.rows = [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL, wrong)
-                       for s in sizes]
+        report.rows = _failed_rows(sizes, mechanism, wrong)
         return report
     try:
         captured = step.backend.capture(
             step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"))
     except CaptureError as exc:
-        report.rows = [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL,
-                                  [str(exc)]) for s in sizes]
+        report.rows = _failed_rows(sizes, mechanism, [str(exc)])
         report.backend = step.backend.summary()
         return report
     report.backend = step.backend.summary()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aclcap.errors import UsageError, last_line
-from aclcap.meta.libload import load_library
+from aclcap.meta.libload import load_libraries
 
 DEFAULT_SHAPES = [1, 2, 4, 8]
 
@@ -23,7 +23,7 @@ class ModelSpec:
     build_model: Callable[..., Any]
     make_inputs: Callable[..., Any]
     tolerance: dict[str, float] | None = None
-    op_libraries: list[str] = field(default_factory=list)
+    op_libraries: list[str] = field(default_factory=list)  # paths resolved, or module names
     shapes: list[int] = field(default_factory=lambda: list(DEFAULT_SHAPES))
     source_sha256: str = ""
     logits: bool = False  # LOGITS = True: output 0 is [tokens, vocab] logits
@@ -80,10 +80,10 @@ def load_model_file(path: str | Path) -> ModelSpec:
         if not callable(getattr(module, fn, None)):
             raise UsageError(f"model file {path} does not define {fn}() "
                              f"(see the model-file contract in the README)")
-    libs = list(getattr(module, "OP_LIBRARIES", []))
-    for lib in libs:
-        resolved = path.parent / lib
-        load_library(str(resolved) if resolved.exists() else lib)
+    # Paths are relative to the model file; anything else is a module name.
+    libs = [str(path.parent / lib) if (path.parent / lib).exists() else lib
+            for lib in getattr(module, "OP_LIBRARIES", [])]
+    load_libraries(libs)
     tolerance = getattr(module, "TOLERANCE", None)
     if tolerance is not None and not (isinstance(tolerance, dict)
                                       and set(tolerance) <= {"atol", "rtol"}):

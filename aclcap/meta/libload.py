@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from aclcap.errors import UsageError, last_line
@@ -59,24 +60,30 @@ def load_library(spec: str) -> None:
         raise UsageError(f"op library {spec} failed to load: {last_line(exc)}") from exc
 
 
-_NAMESPACES: dict[str, set[str]] = {}  # library -> the namespaces its loading registered
+_NAMESPACES: dict[str, set[str]] = {}  # what was loaded -> the namespaces it registered
+
+
+def registered_namespaces(key: str, load: Callable[[], object]) -> set[str]:
+    """Run `load` once per `key` (a library, a model file) and remember the op namespaces
+    it registered, so a second load in the same process answers the same."""
+    import torch
+
+    if key not in _NAMESPACES:
+        before = set(torch._C._dispatch_get_all_op_names())
+        load()
+        added = set(torch._C._dispatch_get_all_op_names()) - before
+        _NAMESPACES[key] = {name.split("::", 1)[0] for name in added}
+    return _NAMESPACES[key]
 
 
 def load_libraries(specs: list[str]) -> list[str]:
-    """Load libraries in order; return the op namespaces they registered (remembered per
-    library, so a second load in the same process answers the same)."""
-    import torch
-
+    """Load libraries in order; return the op namespaces they registered."""
+    found: set[str] = set()
     for spec in specs:
-        if spec in _NAMESPACES:
-            continue
-        before = set(torch._C._dispatch_get_all_op_names())
-        load_library(spec)
-        added = set(torch._C._dispatch_get_all_op_names()) - before
-        _NAMESPACES[spec] = {name.split("::", 1)[0] for name in added}
+        found |= registered_namespaces(spec, lambda s=spec: load_library(s))
         if spec == BUNDLED:  # it may have been loaded before, by aclcap_ops.load() itself
-            _NAMESPACES[spec].add("aclcap")
-    return sorted(set().union(*(_NAMESPACES[s] for s in specs)))
+            found.add("aclcap")
+    return sorted(found)
 
 
 def custom_namespaces() -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aclcap.errors import UsageError
 from aclcap.meta._process import WorkerProcess
-from aclcap.meta.libload import custom_namespaces, load_libraries
+from aclcap.meta.libload import custom_namespaces, load_libraries, registered_namespaces
 from aclcap.meta.registry import COMPOSITE_CPP, MISSING, NO_TENSOR, OpInfo, list_ops
 from aclcap.status import FAILING, Finding, Severity, Status
 
@@ -94,25 +94,13 @@ def _has_samples(op: OpInfo, checked: dict[str, _Checked]) -> bool:
     return got is not None and (got.sample_count > 0 or got.status != Status.PASS)
 
 
-_MODEL_NAMESPACES: dict[str, set[str]] = {}
-
-
 def _model_namespaces(path: str) -> set[str]:
     """The op namespaces a model file brings: its OP_LIBRARIES and what its import
     registers (remembered per file, as imports are)."""
-    import torch
-
     from aclcap.graph.model import load_model_file
 
-    if path not in _MODEL_NAMESPACES:
-        before = set(torch._C._dispatch_get_all_op_names())
-        spec = load_model_file(path)
-        added = set(torch._C._dispatch_get_all_op_names()) - before
-        libs = [str(spec.path.parent / lib) if (spec.path.parent / lib).exists() else lib
-                for lib in spec.op_libraries]
-        _MODEL_NAMESPACES[path] = {n.split("::", 1)[0] for n in added} | set(
-            load_libraries(libs))
-    return _MODEL_NAMESPACES[path]
+    added = registered_namespaces(path, lambda: load_model_file(path))
+    return added | set(load_libraries(load_model_file(path).op_libraries))
 
 
 def _from_event(event: dict) -> _Checked:
