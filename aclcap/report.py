@@ -159,6 +159,14 @@ def mechanism_line(report: CaptureReport) -> str:
         cache = "cache hit" if facts["cache_hit"] else f"compiled in {facts['compile_s']:.1f} s"
         if facts.get("cache_note"):
             cache += f" ({facts['cache_note']})"
+        artifacts = facts.get("artifacts", [])
+        if len(artifacts) > 1:
+            ranges = ", ".join(f"sizes {a['range']} ({','.join(map(str, a['sizes']))})"
+                               for a in artifacts)
+            guard = f" ({facts['guard']})" if facts.get("guard") else ""
+            return (f"mechanism: aoti (AOTInductor; no device graphs exist on a CPU): "
+                    f"{len(artifacts)} artifacts: {ranges}{guard}, "
+                    f"{facts['artifact_bytes'] / 2**20:.1f} MiB in all, {cache}")
         return (f"mechanism: aoti (AOTInductor, one artifact for all sizes; no device graphs "
                 f"exist on a CPU): {_short_paths(facts['artifact'])}, "
                 f"{facts['artifact_bytes'] / 2**20:.1f} MiB, {cache}")
@@ -180,6 +188,14 @@ def trace_lines(report: CaptureReport) -> list[str]:
         lines.append(f"custom op outside any graph: {op['op']}: {op['reason']}")
     for op in trace.custom_ops_wrong_meta:
         lines.append(f"custom op with a wrong meta impl: {op['op']}: {op['reason']}")
+    if trace.recompiles:
+        backend = report.backend.get("compile_backend")
+        lines.append(f"compiles over sizes {report.backend.get('capture_order', [])}: "
+                     f"{len(trace.recompiles)} (torch.compile, backend {backend!r})")
+        lines += [f"  {c.text()}" for c in trace.recompiles]
+        if report.fail_on_recompile and report.recompiled():
+            lines.append(f"--fail-on-recompile: {len(report.recompiled())} recompile(s) after "
+                         "the first size")
     if report.bisect is not None:
         b = report.bisect
         if b.get("node"):

@@ -24,6 +24,8 @@ step $bin/aclcap capture examples/tiny_llama.py --device cuda --shapes 1,2,4,8 -
 if $bin/aclcap bench --help >/dev/null 2>&1; then
   step $bin/aclcap bench examples/tiny_llama.py --device cuda --shapes 1,2,4,8 --json "$out/bench.json"
 fi
+echo "== kernels per graph replay: eager kernels vs the compiled step, both captured by aclcap"
+$bin/python scripts/graph_kernels.py examples/tiny_llama.py 8 cuda > "$out/kernels.json" || status=1
 echo "== summary (exit status $status)"
 $bin/python - "$out" <<'PY'
 import json, pathlib, sys
@@ -39,5 +41,15 @@ for name in ("capture", "bench"):
                             "max_abs_err", "step_median_us", "host_us", "device_us",
                             "speedup_vs_eager", "status") if k in r]
         print("  " + "  ".join(f"{k}={r[k]}" for k in keys))
+capture = out / "capture.json"
+if capture.exists():
+    for c in json.loads(capture.read_text())["trace"].get("recompiles", []):
+        print(f"  compile at size {c['size']}: {c['kind']} {c['reason'][:100]}")
+kernels = out / "kernels.json"
+if kernels.exists() and kernels.read_text().strip():
+    k = json.loads(kernels.read_text())
+    counts = k["kernels_per_replay"]
+    print(f"kernels per replay at size {k['size']}: eager backend {counts['eager']}, "
+          f"inductor {counts['inductor']} -> compiled code captured: {k['compiled_fewer']}")
 PY
 exit $status

@@ -22,7 +22,7 @@ def tiny_fp32(tmp_path_factory):
     """The first run compiles into an empty cache; the second must find the artifact."""
     cache = str(tmp_path_factory.mktemp("aoti-cache"))
     args = (TINY, "--shapes", "1,2,4", "--device", "cpu")
-    return capture(*args, ACLCAP_CACHE_DIR=cache), capture(*args, ACLCAP_CACHE_DIR=cache)
+    return capture(*args, ACLCAP_CACHE_DIR=cache), capture(*args, ACLCAP_CACHE_DIR=cache), cache
 
 
 def test_tiny_llama_float32_matches_eager(tiny_fp32):
@@ -40,14 +40,45 @@ def test_tiny_llama_float32_matches_eager(tiny_fp32):
     assert "mechanism: aoti (AOTInductor" in run.stderr
     for r in doc["results"]:  # tiny_llama sets LOGITS = True
         assert r["replays"] == 2 and r["token_agreement"] == 1.0 and r["max_logprob_err"] < 1e-3
+    first, *again = trace["recompiles"]  # sizes dims marked dynamic: one compile, then 0/1
+    assert first["kind"] == "first_compile" and first["size"] == 4
+    assert first["dynamic"] == {"input_ids": [0], "positions": [0], "slot_mapping": [0]}
+    assert [(c["size"], c["kind"]) for c in again] == [(1, "0/1_specialization")]
+    assert again[0]["file"].endswith("tiny_llama.py") and again[0]["line"] > 0
+    assert "2 <= input_ids.size()[0]" in again[0]["reason"]
+    assert "size 1: recompiled, 0/1 specialization" in run.stderr
     totals = doc["totals"]
     assert totals["capture_order"] == [4, 2, 1]  # largest first
     assert totals["memory_bytes"] == totals["largest_graph_bytes"] > 0  # one artifact
     assert totals["memory_over_largest"] == 1.0
 
 
+def test_fail_on_recompile_exits_1_naming_the_recompile(tiny_fp32):
+    run = capture(TINY, "--shapes", "1,2,4", "--device", "cpu", "--fail-on-recompile",
+                  ACLCAP_CACHE_DIR=tiny_fp32[2])
+    assert run.code == 1, run.stderr
+    assert all(r["status"] == "pass" for r in run.json()["results"])  # only the recompile
+    assert "--fail-on-recompile: 1 recompile(s) after the first size" in run.stderr
+
+
+def test_step_that_branches_on_its_size_gets_one_artifact_per_guard_range(tmp_path):
+    run = capture(str(MODELS / "size_branch.py"), "--device", "cpu",
+                  ACLCAP_CACHE_DIR=str(tmp_path))
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert [(r["size"], r["status"]) for r in doc["results"]] == [
+        (1, "pass"), (2, "pass"), (4, "pass"), (8, "pass")]
+    assert [(a["range"], a["sizes"]) for a in doc["backend"]["artifacts"]] == [
+        ("1-4", [1, 2, 4]), ("5+", [8])]
+    guards = [c for c in doc["trace"]["recompiles"] if c["kind"] == "guard"]
+    assert [(g["size"], g["file"].split("/")[-1], g["line"]) for g in guards] == [
+        (4, "size_branch.py", 19)]
+    assert "2 artifacts: sizes 1-4 (1,2,4), sizes 5+ (8) (guard `if x.shape[0] > 4:` at " \
+        "size_branch.py:19)" in " ".join(run.stderr.split())
+
+
 def test_second_run_hits_the_cache(tiny_fp32):
-    first, second = (r.json()["backend"] for r in tiny_fp32)
+    first, second = (r.json()["backend"] for r in tiny_fp32[:2])
     assert first["cache_hit"] is False and second["cache_hit"] is True
     assert second["compile_s"] < first["compile_s"]
     assert second["artifact"] == first["artifact"]

@@ -136,3 +136,19 @@ def test_protocol_compiled_code_is_what_gets_captured():
     with torch.no_grad():
         cap.replay(cap.static_inputs)  # the graph's own buffers: nothing is copied
     assert cap.static_inputs[0].data_ptr() == static_ptr
+
+
+def test_protocol_warm_up_records_compiles_and_none_happen_in_capture():
+    """Sizes >= 2 share one dynamic graph (their dims are marked dynamic up front); size 1
+    recompiles (0/1 specialization) during warm-up, never inside a capture."""
+    from aclcap.graph.compiles import CompileLog
+
+    device = StandInDevice()
+    torch._dynamo.reset()
+    backend = DeviceGraphBackend("cuda", mod=device, compile_backend="eager")
+    log = CompileLog("eager")
+    backend.capture(_step(Step().requires_grad_(False)), [1, 2, 4, 8], log=log)
+    assert [(c.size, c.kind) for c in log.compiles] == [
+        (8, "first_compile"), (1, "0/1_specialization")]
+    assert log.compiles[0].dynamic == {"x": [0]}
+    assert backend.summary()["compiles"] == 2

@@ -11,6 +11,7 @@ from aclcap.capture.replay import replay_check
 from aclcap.capture.trace import TraceReport, trace_model
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import Captured
+from aclcap.graph.compiles import Compile, CompileLog
 from aclcap.graph.padding import padded_sizes
 from aclcap.graph.step import StepContext, prepare_step
 from aclcap.status import Status
@@ -45,6 +46,7 @@ class CaptureReport:
     rows: list[CaptureRow]
     trace: TraceReport
     fullgraph: bool
+    fail_on_recompile: bool = False
     backend: dict[str, Any] = field(default_factory=dict)
     bisect: dict[str, Any] | None = None
 
@@ -55,16 +57,22 @@ class CaptureReport:
         if not exact:
             return {}
         largest = max(exact, key=lambda r: r.size).memory_bytes or 0
-        total = largest if self.mechanism == "aoti" else sum(r.memory_bytes or 0 for r in exact)
+        total = self.backend.get("artifact_bytes", largest) if self.mechanism == "aoti" else \
+            sum(r.memory_bytes or 0 for r in exact)
         return {"capture_us": sum(r.capture_us or 0 for r in exact), "memory_bytes": total,
                 "largest_graph_bytes": largest,
                 "memory_over_largest": total / largest if largest else None,
                 "capture_order": self.backend.get("capture_order", [])}
 
+    def recompiled(self) -> list[Compile]:
+        """Compiles after the first size's: what --fail-on-recompile fails on."""
+        return self.trace.recompiles[1:]
+
     @property
     def exit_code(self) -> int:
         failed = any(r.status != Status.PASS for r in self.rows)
-        return 1 if failed or (self.fullgraph and self.trace.graph_breaks) else 0
+        broke = self.fullgraph and self.trace.graph_breaks
+        return 1 if failed or broke or (self.fail_on_recompile and self.recompiled()) else 0
 
     def result_rows(self) -> list[dict]:
         return [asdict(r) for r in self.rows]
@@ -119,11 +127,13 @@ def run_capture(
     bisect: bool = False,
     on_progress: Callable[[str, int, int], None] | None = None,
     use_cache: bool = True,
+    compile_backend: str | None = None,
+    fail_on_recompile: bool = False,
 ) -> CaptureReport:
     """The whole capture pipeline of one model file; bad input raises UsageError.
     `on_progress(message, done, total)` is told each step: trace, capture and replay per
     size, padded sizes, bisection."""
-    step = prepare_step(model_path, device, dtype)
+    step = prepare_step(model_path, device, dtype, compile_backend)
     if hasattr(step.backend, "use_cache"):
         step.backend.use_cache = use_cache
     sizes = sorted(set(shapes or step.spec.shapes))
@@ -139,7 +149,8 @@ def run_capture(
     advance("tracing with torch.compile")
     trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)
     mechanism = step.backend.mechanism
-    report = CaptureReport(step.spec.name, step.device, dtype, mechanism, [], trace, fullgraph)
+    report = CaptureReport(step.spec.name, step.device, dtype, mechanism, [], trace, fullgraph,
+                           fail_on_recompile)
     if failure := trace.error_line():  # what cannot be traced cannot be captured
         report.rows = _failed_rows(sizes, mechanism, [failure])
         return report
@@ -150,14 +161,16 @@ def run_capture(
                  for bad in trace.custom_ops_wrong_meta]
         report.rows = _failed_rows(sizes, mechanism, wrong)
         return report
+    log = CompileLog(step.backend.compile_backend, step.spec.path)
     try:
         captured = step.backend.capture(
-            step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"))
+            step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"), log=log)
     except CaptureError as exc:
         report.rows = _failed_rows(sizes, mechanism, [str(exc)])
-        report.backend = step.backend.summary()
         return report
-    report.backend = step.backend.summary()
+    finally:
+        trace.recompiles = log.compiles
+        report.backend = step.backend.summary()
     by_size = {c.size: c for c in captured}
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")

@@ -14,6 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line, first_text_line
+from aclcap.graph.compiles import Compile
 from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.registry import BUILTIN_NAMESPACES, MISSING, list_ops
 from aclcap.meta.sample_inputs import SampleInput
@@ -36,6 +37,8 @@ class TraceReport:
     custom_ops_wrong_meta: list[dict[str, Any]] = field(default_factory=list)
     # A hard tracing failure (torch.compile raised, not graph-broke): op, file, line, reason.
     error: dict[str, Any] | None = None
+    # Every compile across the capture sizes, in capture order (the first, then recompiles).
+    recompiles: list[Compile] = field(default_factory=list)
 
     def error_line(self) -> str | None:
         """The failure in one line, with the op, the model line and what to run next."""

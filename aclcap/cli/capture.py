@@ -38,6 +38,15 @@ def capture(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="cpu: compile the AOTI artifact "
                         "afresh instead of reusing the cached one (cache: $ACLCAP_CACHE_DIR, "
                         "else ~/.cache/aclcap; keyed on the exported program).")] = False,
+    compile_backend: Annotated[str | None, typer.Option(
+        "--compile-backend", metavar="NAME", help="torch.compile backend (a registered name "
+        "or module:function): on cuda/npu the one whose code is captured (default inductor on "
+        "cuda, aot_eager on npu); on cpu the one used to record recompiles (default eager).")
+    ] = None,
+    fail_on_recompile: Annotated[bool, typer.Option(
+        "--fail-on-recompile", help="Exit 1 when torch.compile compiles again at any size "
+        "after the first (counted by Dynamo's counters; each one is listed with its guard).")
+    ] = False,
     plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
                           "sizes that minimize expected padded tokens within --budget graphs "
                           "(no MODEL.py needed).")] = False,
@@ -53,8 +62,9 @@ def capture(
 ) -> None:
     """Trace MODEL.py with torch.compile (graph breaks, custom ops in and out of graphs),
     capture one graph per size (aclgraph / cudagraph / aoti), replay on fresh inputs and
-    compare outputs and mutated inputs with eager. Exit 1 on any mismatch or capture
-    failure, or a graph break with --fullgraph."""
+    compare outputs and mutated inputs with eager. Every compile across the sizes is
+    listed with the guard that failed. Exit 1 on any mismatch or capture failure, a graph
+    break with --fullgraph, or a recompile with --fail-on-recompile."""
     from aclcap import report
     from aclcap.capture.run import run_capture
     from aclcap.graph.model import parse_shapes
@@ -69,7 +79,9 @@ def capture(
     quiet_torch()
     with progress_bar() as progress:
         result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect,
-                             stepper(progress), use_cache=not no_cache)
+                             stepper(progress), use_cache=not no_cache,
+                             compile_backend=compile_backend,
+                             fail_on_recompile=fail_on_recompile)
     if json_path:
         report.write_json(json_path, report.document(
             "capture", result.device, result.result_rows(), model=str(model),

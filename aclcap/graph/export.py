@@ -1,19 +1,105 @@
 """torch.export of one model step with every size dim dynamic (shared by the AOTI backend
-and --bisect, so both see the same graph)."""
+and --bisect, so both see the same graph), and the split into size ranges for a step that
+branches on its size (one exported program per range of sizes its guards allow)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch.export import Dim
+from torch.utils._sympy.numbers import int_oo
+
+from aclcap.errors import CaptureError, first_line
+
+
+def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
+            ) -> torch.export.ExportedProgram:
+    """torch.export prints the partial graph to stderr when it fails; the caller reports
+    the exception in one line, so that print is dropped."""
+    dynamic = tuple({d: dim for d in ds} or None for ds in dims) if dim is not None else None
+    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
+        return torch.export.export(model, tuple(t.clone() for t in args), dynamic_shapes=dynamic)
 
 
 def export_step(model: torch.nn.Module, args: tuple, dims: list[list[int]]
                 ) -> torch.export.ExportedProgram:
-    """Export with one Dim for all size dims. torch.export prints the partial graph to stderr
-    when it fails; the caller reports the exception in one line, so that print is dropped."""
-    tokens = torch.export.Dim("tokens", min=1)
-    dynamic = tuple({d: tokens for d in ds} or None for ds in dims)
-    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
-        return torch.export.export(model, tuple(t.clone() for t in args), dynamic_shapes=dynamic)
+    """Export with one Dim (sizes 1 and up) for all size dims."""
+    return _export(model, args, dims, Dim("tokens", min=1))
+
+
+@dataclass
+class SizeRange:
+    """Sizes lo..hi (hi None: unbounded) served by one exported program."""
+
+    lo: int
+    hi: int | None
+    program: torch.export.ExportedProgram
+
+    def covers(self, size: int) -> bool:
+        return self.lo <= size and (self.hi is None or size <= self.hi)
+
+    def label(self) -> str:
+        return f"{self.lo}+" if self.hi is None else \
+            str(self.lo) if self.lo == self.hi else f"{self.lo}-{self.hi}"
+
+
+def _size_range(program: torch.export.ExportedProgram, dims: list[list[int]]
+                ) -> tuple[int, int | None]:
+    """The range of sizes the program accepts: over every size dim of every input, the
+    intersection of torch.export's range constraints (a static dim is its own range)."""
+    user = set(program.graph_signature.user_inputs)
+    nodes = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
+    lo, hi = 1, None
+    for node, ds in zip(nodes, dims, strict=False):
+        for d in ds:
+            value = node.meta["val"].shape[d]
+            if isinstance(value, int):
+                r_lo, r_hi = value, value
+            else:
+                vr = program.range_constraints[value.node.expr]
+                r_lo, r_hi = int(vr.lower), None if vr.upper == int_oo else int(vr.upper)
+            lo = max(lo, r_lo)
+            hi = r_hi if hi is None else hi if r_hi is None else min(hi, r_hi)
+    return lo, hi
+
+
+def is_size_guard(exc: Exception) -> bool:
+    """torch.export refused one Dim over all sizes because the step guards on the size."""
+    return "Constraints violated" in str(exc)
+
+
+def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
+                  dims: list[list[int]], sizes: list[int]) -> list[SizeRange]:
+    """One exported program for all sizes where the step allows it; else one per range of
+    sizes its guards allow: export the largest size left with Dim.AUTO (which refines the
+    range from the guards instead of failing), take the sizes that range covers, repeat.
+    Raises CaptureError when even that fails."""
+    try:  # at a size >= 2: export specializes a dim whose example is 1
+        return [SizeRange(1, None, export_step(model, inputs(max(max(sizes), 2)), dims))]
+    except Exception as exc:
+        if not is_size_guard(exc):
+            raise CaptureError(f"torch.export failed: {first_line(exc)}") from exc
+    ranges: list[SizeRange] = []
+    left = sorted(sizes)
+    while left:
+        top = left[-1]
+        example = inputs(max(top, 2))
+        try:
+            program = _export(model, example, dims, Dim.AUTO)
+            lo, hi = _size_range(program, dims)
+            if lo == 2 and 1 in left:  # Dim.AUTO starts at 2 (0/1): try to take size 1 too
+                with contextlib.suppress(Exception):
+                    program, lo = _export(model, example, dims, Dim("tokens", min=1, max=hi)), 1
+            if not (lo <= top and (hi is None or top <= hi)):  # size 1 alone: export static
+                program, lo, hi = _export(model, inputs(top), dims, None), top, top
+        except Exception as exc:
+            raise CaptureError(f"torch.export failed at size {top} even split by size "
+                               f"range: {first_line(exc)}") from exc
+        ranges.append(SizeRange(lo, hi, program))
+        left = [s for s in left if not ranges[-1].covers(s)]
+    return ranges[::-1]

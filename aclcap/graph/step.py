@@ -62,16 +62,18 @@ class StepContext:
         return make_step_inputs(self.spec, size, self.device, self.dtype)
 
 
-def prepare_step(model_path: str, device: str, dtype: str) -> StepContext:
+def prepare_step(model_path: str, device: str, dtype: str,
+                 compile_backend: str | None = None) -> StepContext:
     """Parse and resolve the options, load the model file and build the module; bad input
     raises UsageError before any work starts."""
     from aclcap.graph.backends import backend_for
 
     torch_dtype = parse_dtype(dtype)
     resolved = resolve_device(device)
+    backend = backend_for(resolved, compile_backend)
     torch._dynamo.reset()  # each run compiles afresh: no guards or caches of an earlier one
     spec = load_model_file(model_path)
     model = instantiate_model(spec, resolved, torch_dtype)
     return StepContext(spec, model, resolved, torch_dtype, dtype,
                        size_dims(spec, resolved, torch_dtype),
-                       tolerance_for(torch_dtype, spec.tolerance), backend_for(resolved))
+                       tolerance_for(torch_dtype, spec.tolerance), backend)

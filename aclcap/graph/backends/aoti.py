@@ -1,7 +1,8 @@
 """cpu: no device graphs exist on a CPU, so the traced step is "captured" as one
 AOTInductor artifact (torch.export with the size dim dynamic, then
 aoti_compile_and_package): a C++ replay with no Python dispatch per op. One artifact
-serves every size; it is cached on disk under a key of everything that changes it."""
+serves every size, or one per size range where the step branches on its size; each is
+cached on disk under a key of everything that changes it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import torch
 import aclcap
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.base import Captured
-from aclcap.graph.export import export_step
+from aclcap.graph.compiles import CompileLog, compile_over_sizes
+from aclcap.graph.export import SizeRange, export_ranges
 from aclcap.graph.model import ModelSpec
 from aclcap.graph.step import StepContext
 from aclcap.meta.libload import BUNDLED
@@ -69,20 +71,37 @@ def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec) -> str:
 class AotiBackend:
     mechanism = "aoti"
 
-    def __init__(self, cache_dir: Path | None = None, use_cache: bool = True) -> None:
+    def __init__(self, cache_dir: Path | None = None, use_cache: bool = True,
+                 compile_backend: Any = None) -> None:
         self.cache_dir = Path(cache_dir or default_cache_dir())
+        # Guards come from Dynamo's frontend, so recording recompiles needs no code generation.
+        self.compile_backend = compile_backend or "eager"
         self.use_cache = use_cache  # False: --no-cache, always compile afresh
         self.facts: dict[str, Any] = {}
 
     def summary(self) -> dict[str, Any]:
-        return dict(self.facts)
+        return {"compile_backend": str(self.compile_backend), **self.facts}
 
-    def _export(self, model: torch.nn.Module, example: tuple, dims: list[list[int]]
-                ) -> torch.export.ExportedProgram:
-        try:
-            return export_step(model, example, dims)
-        except Exception as exc:
-            raise CaptureError(f"torch.export failed: {first_line(exc)}") from exc
+    def _artifact(self, exported: torch.export.ExportedProgram, spec: ModelSpec
+                  ) -> tuple[Any, Path, dict[str, Any]]:
+        """The compiled artifact of one exported program: from the cache, or compiled (the
+        slow part); a corrupt cached artifact is rebuilt with a note."""
+        artifact = self.cache_dir / f"{spec.path.stem}-{program_key(exported, spec)}.pt2"
+        hit = self.use_cache and artifact.exists()
+        facts: dict[str, Any] = {}
+        runner = None
+        if hit:
+            try:
+                runner = torch._inductor.aoti_load_package(str(artifact))
+            except Exception as exc:
+                hit = False
+                facts["cache_note"] = f"cached artifact unreadable ({first_line(exc)}): rebuilt"
+        if runner is None:
+            self._compile(exported, artifact)
+            runner = torch._inductor.aoti_load_package(str(artifact))
+        facts.update(artifact=str(artifact), artifact_bytes=artifact.stat().st_size,
+                     cache_hit=hit)
+        return runner, artifact, facts
 
     def _compile(self, exported: torch.export.ExportedProgram, target: Path) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -94,38 +113,51 @@ class AotiBackend:
             raise CaptureError(f"AOTInductor compile failed: {first_line(exc)}") from exc
         partial.replace(target)  # atomic: a concurrent run never loads half a file
 
-    def _load(self, step: StepContext, sizes: list[int]) -> Any:
-        """Export (seconds), then find the compiled artifact of that program in the cache
-        or compile it (the slow part); a corrupt cached artifact is rebuilt."""
+    def _load(self, step: StepContext, sizes: list[int], log: CompileLog | None
+              ) -> list[tuple[SizeRange, Any, Path]]:
+        """Export (seconds), one program per guard range of sizes, then an artifact each."""
         start = time.perf_counter()
-        # Export at a size >= 2: export specializes a dim whose example is 1.
-        exported = self._export(step.model, step.inputs(max(max(sizes), 2)), step.dims)
-        artifact = self.cache_dir / f"{step.spec.path.stem}-{program_key(exported, step.spec)}.pt2"
-        hit = self.use_cache and artifact.exists()
-        note = None
-        runner = None
-        if hit:
-            try:
-                runner = torch._inductor.aoti_load_package(str(artifact))
-            except Exception as exc:
-                hit, note = False, f"cached artifact unreadable ({first_line(exc)}): rebuilt"
-        if runner is None:
-            self._compile(exported, artifact)
-            runner = torch._inductor.aoti_load_package(str(artifact))
-        self.facts = {"artifact": str(artifact), "artifact_bytes": artifact.stat().st_size,
-                      "cache_hit": hit, "compile_s": round(time.perf_counter() - start, 3),
-                      **({"cache_note": note} if note else {})}
-        return runner, artifact
+        try:
+            ranges = export_ranges(step.model, step.inputs, step.dims, sizes)
+        except CaptureError as exc:
+            guards = log.guards() if log else []
+            where = f"; the step guards on its size {guards[0].source()}" \
+                if guards and guards[0].file else ""
+            raise CaptureError(f"{exc}{where}: make the branch a torch.cond, or capture the "
+                               "sizes on each side in separate runs") from exc
+        loaded, artifacts = [], []
+        for size_range in ranges:
+            runner, artifact, facts = self._artifact(size_range.program, step.spec)
+            covered = [s for s in sizes if size_range.covers(s)]
+            artifacts.append({"range": size_range.label(), "sizes": covered, **facts})
+            loaded.append((size_range, runner, artifact))
+        notes = [a["cache_note"] for a in artifacts if "cache_note" in a]
+        self.facts = {"artifact": artifacts[0]["artifact"],
+                      "artifact_bytes": sum(a["artifact_bytes"] for a in artifacts),
+                      "cache_hit": all(a["cache_hit"] for a in artifacts),
+                      "compile_s": round(time.perf_counter() - start, 3),
+                      "artifacts": artifacts, **({"cache_note": notes[0]} if notes else {})}
+        if len(artifacts) > 1 and log and (guards := log.guards()):
+            self.facts["guard"] = f"guard {guards[0].source() or guards[0].guard()}"
+        return loaded
 
     def capture(self, step: StepContext, sizes: list[int],
-                on_size: Callable[[int], None] | None = None) -> list[Captured]:
-        runner = None
+                on_size: Callable[[int], None] | None = None,
+                log: CompileLog | None = None) -> list[Captured]:
+        """`log`: also compile the step with torch.compile over the sizes (largest first,
+        as a device backend would) and record its compiles; the artifacts come from
+        torch.export, which has no guards to fail at run time, only size ranges."""
+        order = sorted(sizes, reverse=True)
+        if log is not None:
+            compile_over_sizes(step.model, ((s, step.inputs(s)) for s in order), step.dims, log)
+        loaded: list[tuple[SizeRange, Any, Path]] = []
         captured = []
-        for size in sorted(sizes, reverse=True):
+        for size in order:
             if on_size:
                 on_size(size)
-            if runner is None:  # compile (or find in the cache) while the first size is shown
-                runner, artifact = self._load(step, sizes)
+            if not loaded:  # compile (or find in the cache) while the first size is shown
+                loaded = self._load(step, sizes, log)
+            _, runner, artifact = next(item for item in loaded if item[0].covers(size))
             static = step.inputs(size)
             t0 = time.perf_counter()
             with torch.no_grad():

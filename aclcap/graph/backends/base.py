@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from aclcap.graph.compiles import CompileLog
     from aclcap.graph.step import StepContext
 
 
@@ -25,10 +26,13 @@ class Captured:
 
 class Backend(Protocol):
     mechanism: str  # "aclgraph", "cudagraph" or "aoti"
+    compile_backend: Any  # what torch.compile uses (on cpu: only to record recompiles)
 
     def capture(self, step: StepContext, sizes: list[int],
-                on_size: Callable[[int], None] | None = None) -> list[Captured]:
-        """Capture one step per size (largest first), or raise CaptureError."""
+                on_size: Callable[[int], None] | None = None,
+                log: CompileLog | None = None) -> list[Captured]:
+        """Capture one step per size (largest first), or raise CaptureError; with `log`,
+        record every compile torch.compile makes of the step across the sizes."""
         ...
 
     def summary(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import torch
 
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.base import Captured
+from aclcap.graph.compiles import CompileLog, mark_size_dims
 from aclcap.graph.step import StepContext
 
 MECHANISMS = {"cuda": "cudagraph", "npu": "aclgraph"}
@@ -73,12 +74,15 @@ class DeviceGraphBackend:
         self.facts["graph_api"] = f"torch.{self.device}.{cls.__name__}"
         return graph, lambda: graph.capture_begin(pool=pool)
 
-    def _warm_up(self, compiled: Callable, stream: Any, static: tuple) -> list[int]:
-        """Run the compiled step on the side stream; which inputs it mutates."""
+    def _warm_up(self, compiled: Callable, stream: Any, size: int, static: tuple,
+                 log: CompileLog) -> list[int]:
+        """Run the compiled step on the side stream (the first call through the compile
+        log: that is where a size compiles); which inputs it mutates."""
         before = [t.clone() for t in static]
         stream.wait_stream(self.mod.current_stream())
         with torch.no_grad(), self.mod.stream(stream):
-            for _ in range(WARMUP_STEPS):
+            log.call(compiled, size, static)
+            for _ in range(WARMUP_STEPS - 1):
                 compiled(*static)
         self.mod.current_stream().wait_stream(stream)
         self.mod.synchronize()
@@ -86,16 +90,20 @@ class DeviceGraphBackend:
                 if not torch.equal(a, b)]
 
     def capture(self, step: StepContext, sizes: list[int],
-                on_size: Callable[[int], None] | None = None) -> list[Captured]:
+                on_size: Callable[[int], None] | None = None,
+                log: CompileLog | None = None) -> list[Captured]:
         """Warm up every size first, so that nothing compiles inside a capture; then capture
         largest first into one pool. No dispatch mode or other Python hook is active around
         the compiled call: under one, Dynamo would run the model eagerly and the graph would
-        hold eager kernels instead of the compiled code."""
-        compiled = torch.compile(step.model, backend=self.compile_backend)
+        hold eager kernels instead of the compiled code. The warm-up's compiles go to `log`."""
+        log = log or CompileLog(self.compile_backend, step.spec.path)
+        compiled = torch.compile(step.model, backend=log.backend)
         stream = self.mod.Stream()
         order = sorted(sizes, reverse=True)  # largest first: smaller graphs reuse its pool
-        statics = {size: step.inputs(size) for size in order}
-        mutated = {size: self._warm_up(compiled, stream, statics[size]) for size in order}
+        statics = {size: mark_size_dims(step.inputs(size), step.dims, size) for size in order}
+        mutated = {size: self._warm_up(compiled, stream, size, statics[size], log)
+                   for size in order}
+        self.facts["compiles"] = len(log.compiles)
         pool = None
         captured = []
         for size in order:
