@@ -13,6 +13,15 @@ def clone_tensors(value: Any) -> Any:
     return tree_map_only(torch.Tensor, torch.clone, value)
 
 
+def wait_collectives(value: Any) -> Any:
+    """Outputs of functional collectives left in flight (AsyncCollectiveTensor) waited
+    for: an eager step is complete when it returns, as a replayed graph is, and a
+    collective still pending under the next step's collectives can hang both."""
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
+
+    return tree_map_only(AsyncCollectiveTensor, lambda t: t.wait(), value)
+
+
 def describe(t: torch.Tensor) -> str:
     """Shape, dtype and strides of a tensor, as reasons print them."""
     return f"shape {list(t.shape)} dtype {t.dtype} strides {list(t.stride())}"

@@ -99,17 +99,22 @@ def _mib(value: int | None) -> str:
     return "—" if value is None else f"{value / 2**20:.2f}"
 
 
-def capture_table(report: CaptureReport) -> Table:
-    table = Table(title=f"aclcap capture {report.model}: {report.mechanism} on {report.device}, "
-                        f"{report.dtype}")
-    logits = any(r.token_agreement is not None for r in report.rows)
-    columns = [("size", "right"), ("mechanism", "left"), ("capture (ms)", "right"),
+def capture_table(report: CaptureReport, per_rank: bool = False) -> Table:
+    """One row per size; with --nproc the worst rank's (its rank shown), or every rank's."""
+    ranks = report.backend.get("ranks")
+    title = f"aclcap capture {report.model}: {report.mechanism} on {report.device}, " \
+            f"{report.dtype}" + (f", {ranks} ranks" if ranks else "")
+    table = Table(title=title + (" (worst rank per size)" if ranks and not per_rank else ""))
+    rows = report.rank_rows if per_rank and report.rank_rows else report.rows
+    logits = any(r.token_agreement is not None for r in rows)
+    columns = [("rank", "right")] if ranks else []
+    columns += [("size", "right"), ("mechanism", "left"), ("capture (ms)", "right"),
                ("memory (MiB)", "right"), ("max abs err", "right"), ("max rel err", "right")]
     columns += [("tokens agree", "right"), ("logprob err", "right")] if logits else []
     for col, justify in [*columns, ("status", "left"), ("reasons", "left")]:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     previous: CaptureRow | None = None
-    for r in report.rows:
+    for r in sorted(rows, key=lambda r: (r.size, r.rank or 0)):
         size = f"{r.size} (pad→{r.padded_to})" if r.padded_to else str(r.size)
         reasons = "\n".join(r.reasons)
         if previous is not None and r.reasons and r.reasons == previous.reasons:
@@ -117,7 +122,8 @@ def capture_table(report: CaptureReport) -> Table:
         else:
             previous = r
         capture_ms = None if r.capture_us is None else r.capture_us / 1000
-        cells = [size, r.mechanism, _num(capture_ms, ".1f"), _mib(r.memory_bytes),
+        cells = [str(r.rank)] if ranks else []
+        cells += [size, r.mechanism, _num(capture_ms, ".1f"), _mib(r.memory_bytes),
                  _num(r.max_abs_err, ".3g"), _num(r.max_rel_err, ".3g")]
         if logits:
             agree = None if r.token_agreement is None else 100 * r.token_agreement
@@ -208,8 +214,9 @@ def trace_lines(report: CaptureReport) -> list[str]:
 
 
 def bench_table(report: BenchReport) -> Table:
+    ranks = f", {report.ranks} ranks, each round the slowest rank's" if report.ranks else ""
     table = Table(title=f"aclcap bench {report.model}: {report.device}, {report.dtype}, "
-                        f"median of {report.rounds} interleaved rounds")
+                        f"median of {report.rounds} interleaved rounds{ranks}")
     for col in ("size", "mode", "mechanism", "step median (µs)", "step p90 (µs)",
                 "host (µs)", "device (µs)", "launches/step", "speedup vs eager"):
         table.add_column(col, justify="left" if col in ("mode", "mechanism") else "right")
@@ -231,6 +238,10 @@ def bench_lines(report: BenchReport) -> list[str]:
                      "time")
     if report.device == "cpu":
         lines.append("on cpu all time is host time: device (µs) is — and host = step time")
+    for r in report.rows:
+        if r.per_rank:
+            each = ", ".join(f"rank {p['rank']} {p['step_median_us']:.1f}" for p in r.per_rank)
+            lines.append(f"size {r.size} {r.mode}: per-rank median step (µs): {each}")
     if report.interrupted:
         lines.append("interrupted: the table holds the rounds finished before Ctrl-C")
     return lines

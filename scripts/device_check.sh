@@ -24,13 +24,20 @@ step $bin/aclcap capture examples/tiny_llama.py --device cuda --shapes 1,2,4,8 -
 if $bin/aclcap bench --help >/dev/null 2>&1; then
   step $bin/aclcap bench examples/tiny_llama.py --device cuda --shapes 1,2,4,8 --json "$out/bench.json"
 fi
+ngpu=$($bin/python -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+if [ "${ngpu:-0}" -gt 1 ]; then
+  step $bin/aclcap capture examples/tp_llama.py --device cuda --nproc 2 --shapes 1,2,4,8 --pad --json "$out/capture-tp.json"
+  step $bin/aclcap bench examples/tp_llama.py --device cuda --nproc 2 --shapes 1,8 --json "$out/bench-tp.json"
+else
+  echo "== tensor parallel (examples/tp_llama.py --nproc 2): skipped, this machine has ${ngpu:-0} GPU(s)"
+fi
 echo "== kernels per graph replay: eager kernels vs the compiled step, both captured by aclcap"
 $bin/python scripts/graph_kernels.py examples/tiny_llama.py 8 cuda > "$out/kernels.json" || status=1
 echo "== summary (exit status $status)"
 $bin/python - "$out" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
-for name in ("capture", "bench"):
+for name in ("capture", "bench", "capture-tp", "bench-tp"):
     path = out / f"{name}.json"
     if not path.exists():
         continue

@@ -10,13 +10,21 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aclcap.bench.timing import median_p90, steps_for, time_block
+from aclcap.bench.timing import (
+    BlockTime,
+    median_p90,
+    steps_for,
+    time_block,
+    time_settled_steps,
+)
 from aclcap.errors import CaptureError, UsageError
+from aclcap.graph.distributed import RankInfo, settle, settle_each_call
 from aclcap.graph.padding import pad_to, padded_sizes
 from aclcap.graph.step import prepare_step
 
 MODES = ("eager", "compiled", "graph")
 WARMUP_STEPS = 3
+SETTLED_STEPS = 50  # --nproc on cpu: steps per block, each timed alone (see settle)
 
 
 @dataclass
@@ -33,6 +41,7 @@ class BenchRow:
     launches: int | None
     speedup_vs_eager: float | None = None
     spread: float = 0.0  # p90 / median over rounds
+    per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
 
 
 @dataclass
@@ -44,9 +53,13 @@ class BenchReport:
     rounds: int
     rows: list[BenchRow] = field(default_factory=list)
     interrupted: bool = False
+    # Every round's block times per (size, mode): --nproc merges ranks round by round.
+    raw: dict[tuple[int, str], list[BlockTime]] = field(default_factory=dict, repr=False)
+    ranks: int | None = None
 
     def result_rows(self) -> list[dict]:
-        return [asdict(r) for r in self.rows]
+        return [{k: v for k, v in asdict(r).items() if k != "per_rank" or v is not None}
+                for r in self.rows]
 
     def padding_cost(self) -> dict[int, float]:
         """Per padded size, step time on the padded graph over the exact-size graph."""
@@ -109,11 +122,13 @@ def run_bench(
     rounds: int = 7,
     on_progress: Callable[[str, int, int], None] | None = None,
     pad: bool = False,
+    rank: RankInfo | None = None,
 ) -> BenchReport:
     """Measure every (size, mode); Ctrl-C returns what the finished rounds measured. With
     `pad`, every size between capture sizes is also timed both ways: its own graph
     (`graph`) and the next capture size's graph on padded inputs (`padded`), so the cost of
-    padding is a measured ratio."""
+    padding is a measured ratio. With `rank` (one of --nproc ranks), block lengths are
+    agreed across ranks, so every rank runs the same steps in lockstep."""
     if rounds < 5:
         raise UsageError(f"--rounds {rounds}: at least 5 rounds, so medians and p90 mean "
                          "something")
@@ -156,6 +171,7 @@ def run_bench(
                 cap = captured[size]
                 fn = lambda c=cap: c.replay(c.static_inputs)  # noqa: E731
                 launches[(size, mode)] = 1  # one graph launch (one AOTI run call on cpu)
+            settle(force=rank is not None)
             with torch.no_grad():
                 for _ in range(WARMUP_STEPS):
                     fn()
@@ -171,15 +187,25 @@ def run_bench(
 
     with torch.no_grad():
         blocks = {key: steps_for(fn) for key, fn in steps.items()}
+    settled = rank is not None and resolved == "cpu"
+    if rank is not None:  # the longest block any rank wants: all ranks run the same steps
+        every = rank.exchange(blocks)
+        cap = SETTLED_STEPS if settled else None
+        blocks = {key: min(max(b[key] for b in every), cap or 10**9) for key in blocks}
+        settle_each_call(False)  # settled outside the timed spans only
     timings: dict[tuple[int, str], list] = {key: [] for key in steps}
     try:
         for r in range(rounds):
             progress(f"round {r + 1} of {rounds}", done + r)
             with torch.no_grad():
                 for key, fn in steps.items():  # every (size, mode) once per round
-                    timings[key].append(time_block(fn, blocks[key], resolved))
+                    settle(force=rank is not None)
+                    timings[key].append(
+                        time_settled_steps(fn, blocks[key], lambda: settle(force=True))
+                        if settled else time_block(fn, blocks[key], resolved))
     except KeyboardInterrupt:
         report.interrupted = True
+    report.raw = timings
     for (size, mode), timed in timings.items():
         if not timed:
             continue
@@ -190,8 +216,13 @@ def run_bench(
                                     "inductor" if mode == "compiled" else backend.mechanism,
                                     med, p90, host, dev, launches[(size, mode)],
                                     spread=p90 / med))
-    eager = {r.size: r.step_median_us for r in report.rows if r.mode == "eager"}
-    for row in report.rows:
+    set_speedups(report.rows)
+    return report
+
+
+def set_speedups(rows: list[BenchRow]) -> None:
+    """Each row's speedup over eager at its size."""
+    eager = {r.size: r.step_median_us for r in rows if r.mode == "eager"}
+    for row in rows:
         if row.size in eager:
             row.speedup_vs_eager = eager[row.size] / row.step_median_us
-    return report

@@ -46,6 +46,20 @@ def time_block(fn: Callable[[], object], steps: int, device: str) -> BlockTime:
                      start.elapsed_time(end) * 1e3 / steps)
 
 
+def time_settled_steps(fn: Callable[[], object], steps: int,
+                       settle: Callable[[], None]) -> BlockTime:
+    """Mean step time with `settle()` before each step, outside the timed span: for ranks
+    on cpu, whose artifact runs must not start while gloo still frees earlier work."""
+    total = 0.0
+    for _ in range(steps):
+        settle()
+        t0 = time.perf_counter()
+        fn()
+        total += time.perf_counter() - t0
+    step = total * 1e6 / steps
+    return BlockTime(step, step, None)
+
+
 def median_p90(values: list[float]) -> tuple[float, float]:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]

@@ -13,6 +13,28 @@ import torch
 
 from aclcap.errors import UsageError
 
+ASCEND_STREAMS = 1920  # vllm-ascend's MAX_CAPTURE_SIZE: streams for all captured graphs
+COMM_DOMAIN_STREAMS = 40  # streams each communication domain holds back (FFTS+ unfolding)
+
+
+def ascend_graph_budget(layers: int, comm_domains: int = 0, aiv: bool = False) -> int:
+    """How many sizes fit the Ascend stream budget, by vllm-ascend's rule
+    (vllm_ascend/utils.py, update_aclgraph_sizes): each graph costs layers + 1 streams, and
+    each communication domain (TP, DP of size > 1) takes more. With HCCL's default
+    unfolding (FFTS+ on A2, AICPU on A3):
+        floor((1920 - 40 * domains) / (layers + 1) / (1 + 2 * domains))
+    with HCCL_OP_EXPANSION_MODE=AIV (dense models), factor f = 1 + domains:
+        floor((1920 - f * (layers + 1)) / (layers + 1) / f)"""
+    if layers < 1 or comm_domains < 0:
+        raise UsageError(f"--layers {layers} --comm-domains {comm_domains}: give layers >= 1 "
+                         "and domains >= 0")
+    per_graph = layers + 1
+    if aiv:
+        factor = 1 + comm_domains
+        return max(0, (ASCEND_STREAMS - factor * per_graph) // per_graph // factor)
+    return max(0, (ASCEND_STREAMS - COMM_DOMAIN_STREAMS * comm_domains) // per_graph
+               // (1 + 2 * comm_domains))
+
 
 def vllm_default_sizes(max_size: int) -> list[int]:
     """vLLM's default capture list (1, 2, 4, then every 8), cut at max_size."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from aclcap._tensors import clone_tensors
+from aclcap._tensors import clone_tensors, wait_collectives
 from aclcap.capture.accuracy import LogprobResult, logprob_check
 from aclcap.capture.compare import Comparison, compare
 from aclcap.graph.backends.base import Captured
@@ -42,7 +42,7 @@ def eager_step(model: torch.nn.Module, args: tuple) -> tuple[Any, tuple, list[in
     """Eager outputs, the inputs after the step, and which of them the step mutated."""
     after = clone_tensors(args)
     with torch.no_grad():
-        out = model(*after)
+        out = wait_collectives(model(*after))
     mutated = [i for i, (a, b) in enumerate(zip(args, after, strict=True))
                if not torch.equal(a, b)]
     return out, after, mutated

@@ -35,6 +35,7 @@ class CaptureRow:
     replays: int = 1  # each on its own fresh inputs, each compared with eager
     token_agreement: float | None = None  # models with LOGITS = True
     max_logprob_err: float | None = None
+    rank: int | None = None  # --nproc only
 
 
 @dataclass
@@ -49,6 +50,12 @@ class CaptureReport:
     fail_on_recompile: bool = False
     backend: dict[str, Any] = field(default_factory=dict)
     bisect: dict[str, Any] | None = None
+    # Replayable graphs by size, for checks after the run (not reported, not pickled).
+    captured: dict[int, Captured] = field(default_factory=dict, repr=False, compare=False)
+    # --nproc: every rank's rows (`rows` then holds the worst rank's per size) and the
+    # failed cross-rank checks.
+    rank_rows: list[CaptureRow] = field(default_factory=list)
+    cross_rank: list[str] = field(default_factory=list)
 
     def totals(self) -> dict[str, Any]:
         """Capture time and memory over all sizes, against the largest single graph: one
@@ -72,13 +79,17 @@ class CaptureReport:
     def exit_code(self) -> int:
         failed = any(r.status != Status.PASS for r in self.rows)
         broke = self.fullgraph and self.trace.graph_breaks
-        return 1 if failed or broke or (self.fail_on_recompile and self.recompiled()) else 0
+        recompiled = self.fail_on_recompile and self.recompiled()
+        return 1 if failed or broke or recompiled or self.cross_rank else 0
 
     def result_rows(self) -> list[dict]:
-        return [asdict(r) for r in self.rows]
+        """Every row; with --nproc every rank's, each with its `rank`."""
+        if self.rank_rows:
+            return [asdict(r) for r in self.rank_rows]
+        return [{k: v for k, v in asdict(r).items() if k != "rank"} for r in self.rows]
 
 
-def _failed_rows(sizes: list[int], mechanism: str, reasons: list[str]) -> list[CaptureRow]:
+def failed_rows(sizes: list[int], mechanism: str, reasons: list[str]) -> list[CaptureRow]:
     """Every size failed for the same reasons, before anything could be replayed."""
     return [CaptureRow(s, mechanism, None, None, None, None, Status.FAIL, list(reasons))
             for s in sizes]
@@ -134,6 +145,21 @@ def run_capture(
     `on_progress(message, done, total)` is told each step: trace, capture and replay per
     size, padded sizes, bisection."""
     step = prepare_step(model_path, device, dtype, compile_backend)
+    return capture_step(step, shapes, fullgraph, pad, bisect, on_progress, use_cache,
+                        fail_on_recompile)
+
+
+def capture_step(
+    step: StepContext,
+    shapes: list[int] | None = None,
+    fullgraph: bool = False,
+    pad: bool = False,
+    bisect: bool = False,
+    on_progress: Callable[[str, int, int], None] | None = None,
+    use_cache: bool = True,
+    fail_on_recompile: bool = False,
+) -> CaptureReport:
+    """Trace, capture, replay and compare one prepared step (one rank's, with --nproc)."""
     if hasattr(step.backend, "use_cache"):
         step.backend.use_cache = use_cache
     sizes = sorted(set(shapes or step.spec.shapes))
@@ -149,29 +175,29 @@ def run_capture(
     advance("tracing with torch.compile")
     trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)
     mechanism = step.backend.mechanism
-    report = CaptureReport(step.spec.name, step.device, dtype, mechanism, [], trace, fullgraph,
-                           fail_on_recompile)
+    report = CaptureReport(step.spec.name, step.device, step.dtype_name, mechanism, [], trace,
+                           fullgraph, fail_on_recompile)
     if failure := trace.error_line():  # what cannot be traced cannot be captured
-        report.rows = _failed_rows(sizes, mechanism, [failure])
+        report.rows = failed_rows(sizes, mechanism, [failure])
         return report
     if trace.custom_ops_wrong_meta:
         # A graph compiled from a wrong fake allocates wrong buffers: running it can write
         # out of bounds, so it is not captured at all.
         wrong = [f"{bad['op']} has a wrong meta impl: {bad['reason']}"
                  for bad in trace.custom_ops_wrong_meta]
-        report.rows = _failed_rows(sizes, mechanism, wrong)
+        report.rows = failed_rows(sizes, mechanism, wrong)
         return report
     log = CompileLog(step.backend.compile_backend, step.spec.path)
     try:
         captured = step.backend.capture(
             step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"), log=log)
     except CaptureError as exc:
-        report.rows = _failed_rows(sizes, mechanism, [str(exc)])
+        report.rows = failed_rows(sizes, mechanism, [str(exc)])
         return report
     finally:
         trace.recompiles = log.compiles
         report.backend = step.backend.summary()
-    by_size = {c.size: c for c in captured}
+    by_size = report.captured = {c.size: c for c in captured}
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")
         report.rows.append(_replay_row(step, by_size[size], mechanism))

@@ -32,6 +32,20 @@ ShapesOpt = Annotated[str | None, typer.Option(
     "--shapes", metavar="1,2,4,8", help="Sizes (tokens per step) to capture; default: the "
     "model file's SHAPES, else 1,2,4,8.")]
 
+NprocOpt = Annotated[int | None, typer.Option(
+    "--nproc", metavar="N", help="Run on N tensor-parallel ranks of torch.distributed (gloo on "
+    "cpu, nccl on cuda, hccl on npu; one device each); the default process group is up before "
+    "build_model is called.")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout", metavar="SECONDS", help="With --nproc: a rank that has not finished within "
+    "this time is reported (which collective it waits in, at which model line) and every rank "
+    "is ended.")]
+PortOpt = Annotated[int, typer.Option(
+    "--port", help="With --nproc: the loopback port of the ranks' TCPStore (0: any free port).")]
+PerRankOpt = Annotated[bool, typer.Option(
+    "--per-rank", help="With --nproc: print every rank's rows, not only the worst rank's per "
+    "size (the JSON always holds every rank's).")]
+
 
 def check_output_path(option: str, path: str | Path | None) -> None:
     """A file the command will write must be writable before the run, not after it."""
@@ -62,14 +76,8 @@ def stepper(progress: Progress) -> Callable[[str, int, int], None]:
 
 
 def quiet_torch() -> None:
-    """torch.compile logs every graph break as a warning and torch.export dumps the graph on
-    failure; the report lists each once, so they are silenced unless --debug."""
+    """torch's log noise off unless --debug (the reports list each break once)."""
     if not state.debug:
-        import logging
-        import warnings
+        from aclcap._quiet import silence_torch
 
-        import torch
-
-        torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR,
-                                export=logging.CRITICAL)
-        warnings.filterwarnings("ignore", category=FutureWarning, module="copyreg")
+        silence_torch()

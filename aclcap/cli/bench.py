@@ -12,7 +12,10 @@ from aclcap.cli._options import (
     DeviceOpt,
     DtypeOpt,
     JsonOpt,
+    NprocOpt,
+    PortOpt,
     ShapesOpt,
+    TimeoutOpt,
     check_output_path,
     progress_bar,
     quiet_torch,
@@ -46,11 +49,14 @@ def bench(
                    "eager reference and the memory-traffic floor.")] = False,
     pad: Annotated[bool, typer.Option("--pad", help="Also time each size between capture "
                    "sizes on its own graph and padded onto the next one.")] = False,
+    nproc: NprocOpt = None,
+    timeout: TimeoutOpt = 120.0,
+    port: PortOpt = 0,
     json_path: JsonOpt = None,
 ) -> None:
     """Time eager vs compiled vs graph replay per size, interleaved in rounds in one process:
     step median and p90, host and device time, launches per step, speedup vs eager. Exit 1
-    when --baseline finds a regression."""
+    when --baseline finds a regression. With --nproc each round is the slowest rank's."""
     from aclcap import report
     from aclcap.bench.baseline import load_baseline, regressions
     from aclcap.bench.run import parse_modes, run_bench
@@ -69,8 +75,17 @@ def bench(
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)
-        result = run_bench(str(model) if model else None, sizes, device, dtype, chosen, rounds,
-                           advance, pad)
+        if nproc is None:
+            result = run_bench(str(model) if model else None, sizes, device, dtype, chosen,
+                               rounds, advance, pad)
+        else:
+            from aclcap.bench.ranks import run_bench_ranks
+            from aclcap.bench.run import default_model
+
+            result = run_bench_ranks(
+                nproc, timeout, port, lambda phase: advance(f"rank 0: {phase}", 0, 0),
+                model_path=str(model or default_model()), shapes=sizes, device=device,
+                dtype=dtype, modes=chosen, rounds=rounds, pad=pad)
         op_rows = []
         if ops and not result.interrupted:
             from aclcap_ops import load, opbench

@@ -12,7 +12,11 @@ from aclcap.cli._options import (
     DeviceOpt,
     DtypeOpt,
     JsonOpt,
+    NprocOpt,
+    PerRankOpt,
+    PortOpt,
     ShapesOpt,
+    TimeoutOpt,
     check_output_path,
     progress_bar,
     quiet_torch,
@@ -47,11 +51,22 @@ def capture(
         "--fail-on-recompile", help="Exit 1 when torch.compile compiles again at any size "
         "after the first (counted by Dynamo's counters; each one is listed with its guard).")
     ] = False,
+    nproc: NprocOpt = None,
+    timeout: TimeoutOpt = 120.0,
+    port: PortOpt = 0,
+    per_rank: PerRankOpt = False,
     plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
                           "sizes that minimize expected padded tokens within --budget graphs "
                           "(no MODEL.py needed).")] = False,
-    budget: Annotated[int | None, typer.Option(help="With --plan-sizes: how many graphs fit "
-                      "(on Ascend about 1800 streams / (layers + 1)).")] = None,
+    budget: Annotated[int | None, typer.Option(help="With --plan-sizes: how many graphs fit; "
+                      "default: from --layers and --comm-domains by vllm-ascend's stream rule.")
+                      ] = None,
+    layers: Annotated[int | None, typer.Option(help="With --plan-sizes: the model's layers "
+                      "(each graph costs layers + 1 Ascend streams).")] = None,
+    comm_domains: Annotated[int, typer.Option(help="With --plan-sizes: communication domains "
+                            "of size > 1 (TP, DP), e.g. 1 for TP 4.")] = 0,
+    hccl_aiv: Annotated[bool, typer.Option("--hccl-aiv", help="With --plan-sizes: "
+                        "HCCL_OP_EXPANSION_MODE=AIV (fewer streams per domain).")] = False,
     sizes_histogram: Annotated[Path | None, typer.Option(
         "--sizes-histogram", metavar="FILE", help="With --plan-sizes: batch sizes seen, as "
         "JSON {\"size\": count} or lines `size count`; default uniform up to --max-size.")
@@ -71,6 +86,13 @@ def capture(
 
     check_output_path("--json", json_path)
     if plan_sizes:
+        if budget is None and layers is not None:
+            from aclcap.capture.plan import ascend_graph_budget
+
+            budget = ascend_graph_budget(layers, comm_domains, hccl_aiv)
+            if budget < 1:
+                raise UsageError(f"--layers {layers} --comm-domains {comm_domains}: no graph "
+                                 "fits the Ascend stream budget")
         _plan(budget, sizes_histogram, max_size, json_path)
         return
     if model is None:
@@ -78,22 +100,36 @@ def capture(
     sizes = parse_shapes(shapes) if shapes is not None else None
     quiet_torch()
     with progress_bar() as progress:
-        result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect,
-                             stepper(progress), use_cache=not no_cache,
-                             compile_backend=compile_backend,
-                             fail_on_recompile=fail_on_recompile)
+        if nproc is None:
+            result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect,
+                                 stepper(progress), use_cache=not no_cache,
+                                 compile_backend=compile_backend,
+                                 fail_on_recompile=fail_on_recompile)
+        else:
+            from aclcap.capture.ranks import run_capture_ranks
+
+            if bisect:
+                raise UsageError("--bisect runs in one process: leave out --nproc")
+            advance = stepper(progress)
+            result = run_capture_ranks(
+                str(model), nproc, sizes, device, dtype,
+                {"fullgraph": fullgraph, "pad": pad, "use_cache": not no_cache,
+                 "compile_backend": compile_backend, "fail_on_recompile": fail_on_recompile},
+                timeout, port, lambda phase: advance(f"rank 0: {phase}", 0, 0))
     if json_path:
         report.write_json(json_path, report.document(
             "capture", result.device, result.result_rows(), model=str(model),
             dtype=result.dtype, mechanism=result.mechanism, trace=result.trace.to_dict(),
             backend=result.backend, bisect=result.bisect, totals=result.totals()))
     console = report.console_for(json_path)
-    console.print(report.capture_table(result))
+    console.print(report.capture_table(result, per_rank))
     console.print(report.mechanism_line(result), highlight=False)
     if line := report.totals_line(result):
         console.print(line, highlight=False)
     for line in report.trace_lines(result):
         console.print(line, highlight=False, markup=False)
+    for problem in result.cross_rank:
+        console.print(f"[red]across ranks:[/] {problem}", highlight=False)
     if fullgraph and result.trace.graph_breaks:
         console.print("[red]--fullgraph: the model does not trace as one graph[/]")
     raise typer.Exit(result.exit_code)
@@ -105,7 +141,8 @@ def _plan(budget: int | None, histogram: Path | None, max_size: int,
     from aclcap.capture.plan import expected_waste, load_histogram, plan_sizes, vllm_default_sizes
 
     if budget is None:
-        raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be captured)")
+        raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be captured) "
+                         "or --layers L [--comm-domains D] to derive it")
     if max_size < 1:
         raise UsageError(f"--max-size {max_size}: give a positive batch size")
     weights = load_histogram(str(histogram)) if histogram else \

@@ -27,6 +27,7 @@ class ModelSpec:
     shapes: list[int] = field(default_factory=lambda: list(DEFAULT_SHAPES))
     source_sha256: str = ""
     logits: bool = False  # LOGITS = True: output 0 is [tokens, vocab] logits
+    replicated_outputs: list[int] = field(default_factory=list)  # --nproc: equal on all ranks
 
     @property
     def name(self) -> str:
@@ -92,9 +93,14 @@ def load_model_file(path: str | Path) -> ModelSpec:
     if not (isinstance(shapes, (list, tuple)) and shapes
             and all(isinstance(s, int) and s > 0 for s in shapes)):
         raise UsageError(f"model file {path}: SHAPES must be a list of positive integers")
+    replicated = getattr(module, "REPLICATED_OUTPUTS", [])
+    if not (isinstance(replicated, (list, tuple)) and all(isinstance(i, int) and i >= 0
+                                                          for i in replicated)):
+        raise UsageError(f"model file {path}: REPLICATED_OUTPUTS must be a list of output "
+                         "indices, e.g. [0]")
     return ModelSpec(path, module.build_model, module.make_inputs, tolerance, libs,
                      sorted(set(shapes)), hashlib.sha256(source).hexdigest(),
-                     bool(getattr(module, "LOGITS", False)))
+                     bool(getattr(module, "LOGITS", False)), list(replicated))
 
 
 def instantiate_model(spec: ModelSpec, device: Any, dtype: Any) -> Any:

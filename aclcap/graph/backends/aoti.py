@@ -19,6 +19,7 @@ import aclcap
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.base import Captured
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
+from aclcap.graph.distributed import settle
 from aclcap.graph.export import SizeRange, export_ranges
 from aclcap.graph.model import ModelSpec
 from aclcap.graph.step import StepContext
@@ -159,6 +160,7 @@ class AotiBackend:
                 loaded = self._load(step, sizes, log)
             _, runner, artifact = next(item for item in loaded if item[0].covers(size))
             static = step.inputs(size)
+            settle()
             t0 = time.perf_counter()
             with torch.no_grad():
                 runner(*static)  # first run at this size: what "capture" costs once compiled
@@ -170,6 +172,7 @@ class AotiBackend:
 
 def _replayer(runner: Callable) -> Callable[[tuple], Any]:
     def replay(args: tuple) -> Any:
+        settle()  # with --nproc: no gloo work pending that needs the GIL the run holds
         with torch.no_grad():
             return runner(*args)
 

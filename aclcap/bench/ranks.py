@@ -1,0 +1,49 @@
+"""aclcap bench --nproc N: the same interleaved rounds on every rank in lockstep. A TP
+step ends when its slowest rank ends, so each round's time is the max over ranks; the
+medians are taken over those maxima, and each rank's own host and device time is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from aclcap.bench.run import BenchReport, run_bench, set_speedups
+from aclcap.bench.timing import median_p90
+from aclcap.graph.distributed import RankInfo, launch
+
+
+def bench_rank(info: RankInfo, **options) -> BenchReport:
+    """One rank's bench (run by the launcher after the process group is up)."""
+    return run_bench(**options, on_progress=lambda msg, done, total: info.phase(msg),
+                     rank=info)
+
+
+def merge_ranks(reports: list[BenchReport]) -> BenchReport:
+    rows = []
+    for row in reports[0].rows:
+        key = (row.size, row.mode)
+        rounds = min(len(r.raw[key]) for r in reports)
+        slowest = [max(r.raw[key][i].step_us for r in reports) for i in range(rounds)]
+        med, p90 = median_p90(slowest)
+        per_rank = []
+        for rank, report in enumerate(reports):
+            mine = next(x for x in report.rows if (x.size, x.mode) == key)
+            per_rank.append({"rank": rank, "step_median_us": mine.step_median_us,
+                             "host_us": mine.host_us, "device_us": mine.device_us})
+        rows.append(replace(row, step_median_us=med, step_p90_us=p90, spread=p90 / med,
+                            host_us=max(p["host_us"] for p in per_rank), per_rank=per_rank))
+    set_speedups(rows)
+    return replace(reports[0], rows=rows, raw={}, ranks=len(reports),
+                   interrupted=any(r.interrupted for r in reports))
+
+
+def run_bench_ranks(nproc: int, timeout: float, port: int,
+                    on_phase: Callable[[str], None] | None = None, **options) -> BenchReport:
+    from aclcap.devices import resolve_device
+
+    options["device"] = resolve_device(options.get("device", "auto"))
+    model = options.get("model_path")
+    reports = launch(bench_rank, options, nproc, options["device"], timeout, port,
+                     Path(model) if model else None, on_phase)
+    return merge_ranks(reports)

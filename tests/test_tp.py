@@ -1,0 +1,113 @@
+"""Tensor-parallel capture and bench on 2 gloo ranks (cpu): the ranks are real processes of
+torch.distributed, the collectives real; planted rank-divergent models are named, not hung,
+and no rank process outlives a run."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, aclcap, aclcap_process
+
+TP = str(ROOT / "examples" / "tp_llama.py")
+DIVERGENT = str(ROOT / "tests" / "models" / "tp_divergent.py")
+
+
+def _rank_processes() -> list[int]:
+    """Processes of any aclcap rank run still alive (they carry ACLCAP_RANK_RUN)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if b"ACLCAP_RANK_RUN=" in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_tp_llama_captures_on_two_ranks_and_matches_eager():
+    run = aclcap("capture", TP, "--nproc", "2", "--shapes", "1,2,4,8", "--pad", "--device",
+                 "cpu", "--json", "-")
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    rows = doc["results"]
+    assert sorted({r["rank"] for r in rows}) == [0, 1]
+    assert all(r["status"] == "pass" and r["mechanism"] == "aoti" for r in rows)
+    for rank in (0, 1):  # every exact and padded size on each rank
+        assert sorted(r["size"] for r in rows if r["rank"] == rank) == list(range(1, 9))
+    per_rank = doc["backend"]["collectives"]
+    assert per_rank[0] == per_rank[1] or all(  # same ops and shapes; lines may differ
+        [(c["op"], c["shape"]) for c in per_rank[0][s]] ==
+        [(c["op"], c["shape"]) for c in per_rank[1][s]] for s in per_rank[0])
+    ops = [c["op"] for c in per_rank[0]["8"]]
+    assert ops.count("all_reduce") == 1 + 2 * 2 and ops[-1] == "all_gather_into_tensor"
+    assert "2 ranks (worst rank per size)" in run.stderr
+    assert not _rank_processes()
+
+
+def test_bench_on_two_ranks_reports_the_slowest_rank():
+    run = aclcap("bench", TP, "--nproc", "2", "--shapes", "2", "--modes", "eager,graph",
+                 "--rounds", "5", "--device", "cpu", "--json", "-")
+    assert run.code == 0, run.stderr
+    rows = run.json()["results"]
+    assert [r["mode"] for r in rows] == ["eager", "graph"]
+    for r in rows:
+        assert [p["rank"] for p in r["per_rank"]] == [0, 1]
+        assert r["step_median_us"] >= min(p["step_median_us"] for p in r["per_rank"])
+    assert "each round the slowest rank's" in run.stderr
+
+
+@pytest.mark.parametrize("mode,named", [
+    ("extra", "rank 0 issues none (its step ends after 1); rank 1 issues all_reduce float32 "
+              "[2, 8] (group 0) at tp_divergent.py:34"),
+    ("shape", "rank 0 issues all_reduce float32 [2, 8] (group 0) at tp_divergent.py:37; "
+              "rank 1 issues all_reduce float32 [2, 4] (group 0) at tp_divergent.py:37"),
+])
+def test_ranks_issuing_different_collectives_are_named_before_any_step(mode, named):
+    run = aclcap("capture", DIVERGENT, "--nproc", "2", "--device", "cpu", "--json", "-",
+                 ACLCAP_TEST_DIVERGE=mode)
+    assert run.code == 1, run.stderr
+    doc = run.json()
+    assert {r["rank"] for r in doc["results"]} == {0, 1}
+    assert all(r["status"] == "fail" for r in doc["results"])
+    assert named in doc["results"][0]["reasons"][0]
+    assert "across ranks: size 2: ranks issue different collectives at #2" in run.stderr
+
+
+def test_a_deadlock_is_diagnosed_within_the_timeout_and_no_rank_is_left():
+    run = aclcap_process("capture", DIVERGENT, "--nproc", "2", "--device", "cpu",
+                         "--timeout", "25", timeout=120, ACLCAP_TEST_DIVERGE="c10d")
+    assert run.code == 1, run.stderr
+    line = run.stderr.strip().splitlines()[-1]
+    assert "deadlock: no rank progress within --timeout 25 s" in line
+    assert "rank 1 waits in all_reduce (distributed_c10d.py) at tp_divergent.py:39" in line
+    assert not _rank_processes()
+
+
+@pytest.mark.parametrize("mode,message", [
+    ("raise", "rank 1: model file"),
+    ("none", "the step issues no collective over its process group"),
+])
+def test_rank_errors_are_one_line_exit_2(mode, message):
+    run = aclcap("capture", DIVERGENT, "--nproc", "2", "--device", "cpu",
+                 ACLCAP_TEST_DIVERGE=mode)
+    assert run.code == 2, run.stderr
+    assert message in run.stderr.strip().splitlines()[-1]
+    assert not _rank_processes()
+
+
+def test_nproc_bad_input_exits_2():
+    run = aclcap("capture", TP, "--nproc", "0", "--device", "cpu")
+    assert run.code == 2 and "--nproc 0: give a number of ranks >= 1" in run.stderr
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = aclcap("capture", TP, "--nproc", "2", "--device", "cpu", "--port", str(port))
+    assert run.code == 2, run.stderr
+    assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in run.stderr
