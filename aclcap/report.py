@@ -257,16 +257,49 @@ def lint_table(findings: list) -> Table:
 
 
 def ops_table(rows: list[dict], title: str | None = None) -> Table:
-    copy = rows[0]["copy_gbps"] if rows else 0.0
-    table = Table(title=title or f"aclcap bench --ops: kernels vs eager reference and the "
-                  f"memory floor (clone copy bandwidth {copy:.1f} GB/s)")
+    table = Table(title=title or "aclcap bench --ops: kernels vs eager reference and their "
+                  "floor (the op's own access pattern over its own tensors)")
     for col in ("op", "dtype", "shape", "kernel (µs)", "reference (µs)", "speedup",
-                "F.rms_norm (µs)", "GB/s", "floor (µs)", "kernel/floor"):
+                "F.rms_norm (µs)", "GB/s", "floor (µs)", "kernel/floor", "alloc (µs)"):
         table.add_column(col, justify="left" if col in ("op", "dtype", "shape") else "right")
     for r in rows:
         table.add_row(r["op"], r["dtype"], "x".join(map(str, r["shape"])),
                       f"{r['kernel_us']:.1f}", f"{r['reference_us']:.1f}",
                       f"{r['speedup']:.2f}x", _num(r["f_rms_norm_us"], ".1f"),
                       f"{r['achieved_gbps']:.1f}", f"{r['floor_us']:.1f}",
-                      f"{r['kernel_over_floor']:.2f}")
+                      f"{r['kernel_over_floor']:.2f}", _num(r["alloc_us"], ".1f"))
+    return table
+
+
+def floor_lines(report: BenchReport) -> list[str]:
+    """Per size, the bytes a step must move and each mode's time over that floor."""
+    lines = []
+    for size, b in report.step_bytes.items():
+        over = ", ".join(f"{r.mode} {r.over_floor:.1f}x" for r in report.rows
+                         if r.size == size and r.over_floor is not None)
+        floor = b.total / (report.copy_gbps or 1) / 1e3
+        lines.append(f"size {size}: a step moves {b.total / 2**20:.1f} MiB (weights "
+                     f"{b.params_bytes / 2**20:.1f}, inputs {b.inputs_bytes / 2**20:.1f}, "
+                     f"written {b.written_bytes / 2**20:.2f}): floor {floor:.0f} µs at "
+                     f"{report.copy_gbps:.1f} GB/s; {over}")
+    return lines
+
+
+def profile_table(report: BenchReport, size: int) -> Table:
+    """One size's profiles side by side: each op's share of the step per mode, so what the
+    graph removed (a share gone) and what remains read across a row."""
+    profiles = [p for p in report.profiles if p.size == size]
+    table = Table(title=f"bench --profile, size {size}: share of the step by self time")
+    table.add_column("op", overflow="fold")
+    for p in profiles:
+        table.add_column(f"{p.mode} ({p.step_us:.0f} µs)", justify="right")
+    names: list[str] = []
+    for p in profiles:
+        names += [t["name"] for t in p.top if t["name"] not in names]
+    for name in names:
+        cells = []
+        for p in profiles:
+            share = next((t["share"] for t in p.top if t["name"] == name), None)
+            cells.append("—" if share is None else f"{100 * share:.0f}%")
+        table.add_row(name, *cells)
     return table

@@ -1,10 +1,16 @@
 """Time the bundled ops against their eager references and against the memory-traffic floor.
 
-Each op is measured three ways: against its plain-PyTorch composite (aclcap_ops.reference),
-for rms_norm also against torch.nn.functional.rms_norm, and against a floor: the bytes the op
-must read plus write, divided by the copy bandwidth that torch.clone of a large float32 tensor
-reaches in the same run. A kernel near its floor is memory-bound and done; one far above it
-still has compute (or overhead) to remove.
+Each op is measured against its plain-PyTorch composite (aclcap_ops.reference), for
+rms_norm also against torch.nn.functional.rms_norm, and against a floor: a trivial pass with
+the op's own access pattern over the op's own tensors, timed in the same rounds. An
+out-of-place op's floor reads what the op reads and writes a buffer of the size it writes,
+prefaulted (rms_norm: x copied into an output-sized buffer; silu_and_mul: the two halves
+added into one); an in-place op's floor is a read-modify-write pass over the buffers it
+mutates (x.mul_(1)). Such a pass is what any kernel must at least do, so a kernel that beats
+it by more than 10% means the floor is wrong, not that the kernel is fast; one well above it
+still has compute or overhead to remove. Allocation is its own column: the floor with a
+freshly allocated output against the prefaulted one (glibc serves blocks above its mmap
+threshold with fresh pages, so a large output pays page faults on every call).
 
 Why the measurements look the way they do:
 
@@ -12,11 +18,9 @@ Why the measurements look the way they do:
   over rounds, and ratios taken within a round: drift of a shared machine (another process
   taking a core for a few seconds) slows all of one round alike, so the ratios hold even
   when the absolute times wander.
-* clone allocates its output, as rms_norm and silu_and_mul do, so the floor includes the
-  first-touch page faults those ops pay too. On a VM these can be most of a clone's time;
-  `prefaulted_copy_gbps` (copy_ into a touched buffer) is reported to show how much. In-place
-  ops pay no faults, and an op whose working set fits the last-level cache can beat a floor
-  measured on 256 MiB: a ratio under 1 says exactly that.
+* One copy rate cannot be the floor of every op: a read-modify-write pass pays no
+  read-for-ownership, a copy into a new buffer pays page faults. So each case brings its own
+  floor over the same tensors.
 * In-place ops are timed by calling them again and again on the same buffers, so their inputs
   are chosen to stay finite under repetition (see the `_case_*` builders) and are restored
   from a saved copy, outside the timer, before every measurement.
@@ -34,7 +38,6 @@ from torch.utils import benchmark
 
 from aclcap_ops import OPS
 
-COPY_BYTES = 256 << 20
 # (tokens, hidden): a decode batch, a prefill chunk, and the size the targets are set at.
 DEFAULT_SIZES = ((32, 4096), (512, 4096), (4096, 4096))
 EPS = 1e-6
@@ -53,10 +56,10 @@ class OpBenchRow:
     reference_us: float
     speedup: float  # reference / kernel (median of per-round ratios)
     achieved_gbps: float  # bytes_moved / kernel time
-    copy_gbps: float  # the clone bandwidth measured in the same rounds: the floor's
-    prefaulted_copy_gbps: float  # copy_ into an already-touched buffer, for comparison
-    floor_us: float  # bytes_moved / copy bandwidth
+    floor_us: float  # the same-pattern pass over the same tensors (see the module doc)
+    floor_gbps: float  # bytes_moved / floor time
     kernel_over_floor: float  # kernel / floor (median of per-round ratios)
+    alloc_us: float | None  # out-of-place: floor with a fresh output minus prefaulted one
     f_rms_norm_us: float | None = None
 
 
@@ -71,6 +74,8 @@ class OpCase:
     bytes_moved: int
     kernel: Callable[[], object]
     reference: Callable[[], object]
+    floor: Callable[[], object]  # the op's access pattern, nothing else (module doc)
+    fresh_floor: Callable[[], object] | None = None  # the floor writing a new output
     extra: dict[str, Callable[[], object]] = field(default_factory=dict)
     reset: Callable[[], None] = lambda: None
 
@@ -85,6 +90,33 @@ def _restorer(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], No
             live.copy_(saved)
 
     return reset
+
+
+def _floors(src: torch.Tensor, out_shape: tuple[int, ...]) -> dict[str, Callable]:
+    prefaulted, fresh = _copy_floor(src, out_shape)
+    return {"floor": prefaulted, "fresh_floor": fresh}
+
+
+def _copy_floor(src: torch.Tensor, out_shape: tuple[int, ...]
+                ) -> tuple[Callable[[], object], Callable[[], object]]:
+    """Read `src`, write an output of `out_shape`: into a prefaulted buffer, and into a new
+    one. Reading more than is written (silu_and_mul reads 2x) sums the halves instead."""
+    out = torch.empty(out_shape, dtype=src.dtype)
+    out.fill_(0)
+    if src.numel() == out.numel():
+        flat = src.view(out_shape)
+        return (lambda: out.copy_(flat)), (lambda: torch.empty_like(out).copy_(flat))
+    a, b = src.chunk(src.numel() // out.numel(), dim=-1)[:2]
+    return (lambda: torch.add(a, b, out=out)), (lambda: torch.add(a, b))
+
+
+def _rmw_floor(*mutated: torch.Tensor) -> Callable[[], object]:
+    """A read-modify-write pass over each mutated buffer (values unchanged)."""
+    def floor() -> None:
+        for t in mutated:
+            t.mul_(1)
+
+    return floor
 
 
 def _reference():
@@ -111,6 +143,7 @@ def _case_rms_norm(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
         kernel=lambda: ops.rms_norm(x, w, EPS),
         reference=lambda: ref.rms_norm(x, w, EPS),
         extra={"f_rms_norm": lambda: F.rms_norm(x, (hidden,), w, EPS)},
+        **_floors(x, (tokens, hidden)),
     )
 
 
@@ -130,6 +163,7 @@ def _case_fused_add_rms_norm(tokens: int, hidden: int, dtype: torch.dtype) -> Op
         2 * _nbytes(x, residual) + _nbytes(w),
         kernel=lambda: ops.fused_add_rms_norm(x, residual, w, EPS),
         reference=lambda: ref.fused_add_rms_norm(x, residual, w, EPS),
+        floor=_rmw_floor(x, residual),
         reset=_restorer(saved),
     )
 
@@ -141,6 +175,7 @@ def _case_silu_and_mul(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
         "silu_and_mul", dtype, (tokens, hidden), (tokens, 2 * hidden), _nbytes(x) * 3 // 2,
         kernel=lambda: ops.silu_and_mul(x),
         reference=lambda: ref.silu_and_mul(x),
+        **_floors(x, (tokens, hidden)),
     )
 
 
@@ -177,6 +212,7 @@ def _case_rotary_embedding(tokens: int, hidden: int, dtype: torch.dtype) -> OpCa
         "rotary_embedding", dtype, (tokens, hidden), (tokens, q_heads * head_size), moved,
         kernel=lambda: ops.rotary_embedding(*args),
         reference=lambda: ref.rotary_embedding(*args),
+        floor=_rmw_floor(query, key),
         reset=_restorer(saved),
     )
 
@@ -194,6 +230,7 @@ def _case_get_masked_input_and_mask(tokens: int, hidden: int, dtype: torch.dtype
         "get_masked_input_and_mask", torch.int64, (tokens, hidden), (tokens,), moved,
         kernel=lambda: ops.get_masked_input_and_mask(*args),
         reference=lambda: ref.get_masked_input_and_mask(*args),
+        **_floors(ids, (tokens,)),  # the ids; the mask's byte per id is left out: a bound
     )
 
 
@@ -210,15 +247,42 @@ def _case_reshape_and_cache(tokens: int, hidden: int, dtype: torch.dtype) -> OpC
     # key and value are read once and written once into their slots; plus the slot ids.
     moved = 2 * _nbytes(key, value) + _nbytes(slots)
     args = (key, value, key_cache, value_cache, slots)
+    rows_k, rows_v = (c.view(-1, kv_heads, head_size)[:tokens] for c in (key_cache, value_cache))
+
+    def floor() -> None:  # the same rows written, contiguous instead of scattered
+        rows_k.copy_(key)
+        rows_v.copy_(value)
+
     return OpCase(
         "reshape_and_cache", dtype, (tokens, hidden), (tokens, kv_heads, head_size), moved,
         kernel=lambda: ops.reshape_and_cache(*args),
         reference=lambda: ref.reshape_and_cache(*args),
+        floor=floor,
     )
+
+
+def _case_rms_norm_out(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    case = _case_rms_norm(tokens, hidden, dtype)
+    x, w = torch.randn(tokens, hidden, dtype=dtype), torch.randn(hidden, dtype=dtype)
+    out = torch.zeros_like(x)
+    case.op, case.fresh_floor, case.extra = "rms_norm.out", None, {}
+    case.kernel = lambda: torch.ops.aclcap.rms_norm.out(x, w, EPS, out=out)
+    return case
+
+
+def _case_silu_and_mul_out(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    case = _case_silu_and_mul(tokens, hidden, dtype)
+    x = torch.randn(tokens, 2 * hidden, dtype=dtype)
+    out = torch.zeros(tokens, hidden, dtype=dtype)
+    case.op, case.fresh_floor = "silu_and_mul.out", None
+    case.kernel = lambda: torch.ops.aclcap.silu_and_mul.out(x, out=out)
+    return case
 
 
 _BUILDERS: dict[str, Callable[[int, int, torch.dtype], OpCase]] = {
     "rms_norm": _case_rms_norm,
+    "rms_norm.out": _case_rms_norm_out,
+    "silu_and_mul.out": _case_silu_and_mul_out,
     "fused_add_rms_norm": _case_fused_add_rms_norm,
     "silu_and_mul": _case_silu_and_mul,
     "rotary_embedding": _case_rotary_embedding,
@@ -227,8 +291,12 @@ _BUILDERS: dict[str, Callable[[int, int, torch.dtype], OpCase]] = {
 }
 
 
+# Every op, and the out= variants next to the functional forms they share kernels with.
+CASES = (*OPS, "rms_norm.out", "silu_and_mul.out")
+
+
 def op_cases(
-    tokens: int, hidden: int, dtype: torch.dtype, ops: Iterable[str] = OPS
+    tokens: int, hidden: int, dtype: torch.dtype, ops: Iterable[str] = CASES
 ) -> list[OpCase]:
     """The timed cases of the named ops at [tokens, hidden] activations of `dtype`."""
     _check_ops(ops)
@@ -236,9 +304,9 @@ def op_cases(
 
 
 def _check_ops(ops: Iterable[str]) -> None:
-    unknown = set(ops) - set(OPS)
+    unknown = set(ops) - set(CASES)
     if unknown:
-        raise ValueError(f"unknown ops {sorted(unknown)}; known: {', '.join(OPS)}")
+        raise ValueError(f"unknown ops {sorted(unknown)}; known: {', '.join(CASES)}")
 
 
 def time_call(fn: Callable[[], object], min_run_time: float = 0.1) -> float:
@@ -249,35 +317,8 @@ def time_call(fn: Callable[[], object], min_run_time: float = 0.1) -> float:
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
-class CopyProbe:
-    """The copies the floor is measured with, on one large float32 tensor.
-
-    clone is the floor: it allocates its output like the out-of-place ops do, so it pays
-    the same first-touch page faults per byte written. copy_ into a buffer that is already
-    touched is reported next to it, to show how much of the floor is those faults.
-    """
-
-    def __init__(self, nbytes: int = COPY_BYTES) -> None:
-        self.src = torch.randn(nbytes // 4, dtype=torch.float32)
-        self.dst = torch.empty_like(self.src)
-        self.dst.copy_(self.src)
-
-    @property
-    def traffic(self) -> int:
-        """Bytes each copy moves: every byte read once and written once."""
-        return 2 * _nbytes(self.src)
-
-    def clone(self) -> torch.Tensor:
-        return self.src.clone()
-
-    def copy_prefaulted(self) -> torch.Tensor:
-        return self.dst.copy_(self.src)
-
-
-def measure_case(
-    case: OpCase, probe: CopyProbe, rounds: int = 5, min_run_time: float = 0.1
-) -> OpBenchRow:
-    """Time one case in `rounds` interleaved rounds of clone, kernel and references.
+def measure_case(case: OpCase, rounds: int = 5, min_run_time: float = 0.1) -> OpBenchRow:
+    """Time one case in `rounds` interleaved rounds of floor, kernel and references.
 
     Times are medians over rounds. speedup and kernel_over_floor are medians of the ratio
     within each round, which cancels drift between rounds (another process taking a core
@@ -287,13 +328,13 @@ def measure_case(
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     fns: dict[str, Callable[[], object]] = {
-        "clone": probe.clone,
-        "copy_prefaulted": probe.copy_prefaulted,
+        "floor": case.floor,
         "kernel": case.kernel,
         "reference": case.reference,
+        **({"fresh_floor": case.fresh_floor} if case.fresh_floor else {}),
         **case.extra,
     }
-    for name in ("kernel", "reference", *case.extra):  # lazy init, first touch of inputs
+    for name in fns:  # lazy init, first touch of inputs
         case.reset()
         fns[name]()
         fns[name]()
@@ -304,13 +345,12 @@ def measure_case(
             samples[name].append(time_call(fn, min_run_time))
     case.reset()
 
-    def median_ratio(num: str, den: str, scale: float = 1.0) -> float:
-        return statistics.median(a / (b * scale) for a, b in zip(samples[num], samples[den],
-                                                                   strict=True))
+    def median_ratio(num: str, den: str) -> float:
+        return statistics.median(a / b for a, b in zip(samples[num], samples[den], strict=True))
 
     t = {name: statistics.median(v) for name, v in samples.items()}
-    per_byte = t["clone"] / probe.traffic  # seconds per byte at the clone's bandwidth
     f_rms = t.get("f_rms_norm")
+    fresh = t.get("fresh_floor")
     return OpBenchRow(
         op=case.op,
         dtype=str(case.dtype).removeprefix("torch."),
@@ -321,10 +361,10 @@ def measure_case(
         reference_us=t["reference"] * 1e6,
         speedup=median_ratio("reference", "kernel"),
         achieved_gbps=case.bytes_moved / t["kernel"] / 1e9,
-        copy_gbps=1 / per_byte / 1e9,
-        prefaulted_copy_gbps=probe.traffic / t["copy_prefaulted"] / 1e9,
-        floor_us=case.bytes_moved * per_byte * 1e6,
-        kernel_over_floor=median_ratio("kernel", "clone", case.bytes_moved / probe.traffic),
+        floor_us=t["floor"] * 1e6,
+        floor_gbps=case.bytes_moved / t["floor"] / 1e9,
+        kernel_over_floor=median_ratio("kernel", "floor"),
+        alloc_us=None if fresh is None else max(0.0, fresh - t["floor"]) * 1e6,
         f_rms_norm_us=None if f_rms is None else f_rms * 1e6,
     )
 
@@ -333,9 +373,8 @@ def measure_ops(
     sizes: Sequence[tuple[int, int]],
     dtypes: Sequence[torch.dtype] = (torch.float32, torch.bfloat16),
     rounds: int = 5,
-    ops: Sequence[str] = OPS,
+    ops: Sequence[str] = CASES,
     min_run_time: float = 0.1,
-    copy_bytes: int = COPY_BYTES,
     on_row: Callable[[OpBenchRow], None] | None = None,
 ) -> list[OpBenchRow]:
     """Benchmark `ops` at every (tokens, hidden) size and dtype; one row per measurement.
@@ -344,7 +383,6 @@ def measure_ops(
     than once per dtype. `on_row` sees each row as it is done (for progress output).
     """
     _check_ops(ops)
-    probe = CopyProbe(copy_bytes)
     rows: list[OpBenchRow] = []
     for tokens, hidden in sizes:
         for i, dtype in enumerate(dtypes):
@@ -352,8 +390,7 @@ def measure_ops(
                 if i > 0 and op == "get_masked_input_and_mask":
                     continue
                 # One case at a time, so that only its tensors are alive while it is timed.
-                row = measure_case(_BUILDERS[op](tokens, hidden, dtype), probe, rounds,
-                                   min_run_time)
+                row = measure_case(_BUILDERS[op](tokens, hidden, dtype), rounds, min_run_time)
                 rows.append(row)
                 if on_row:
                     on_row(row)

@@ -26,6 +26,12 @@ def _rms_norm(device, dtype) -> Iterator[SampleInput]:
         yield SampleInput((x, torch.randn(hidden, device=device, dtype=dtype), 1e-6))
 
 
+@samples("aclcap::rms_norm.out")
+def _rms_norm_out(device, dtype) -> Iterator[SampleInput]:
+    for sample in _rms_norm(device, dtype):
+        yield SampleInput(sample.args, {"out": torch.empty_like(sample.args[0])})
+
+
 @samples("aclcap::fused_add_rms_norm")
 def _fused_add_rms_norm(device, dtype) -> Iterator[SampleInput]:
     for tokens, hidden in zip(TOKENS, (64, 100, 256), strict=True):
@@ -53,6 +59,13 @@ def _rotary_embedding(device, dtype) -> Iterator[SampleInput]:
 def _silu_and_mul(device, dtype) -> Iterator[SampleInput]:
     for tokens, d in zip(TOKENS, (64, 50, 256), strict=True):
         yield SampleInput((torch.randn(tokens, 2 * d, device=device, dtype=dtype),))
+
+
+@samples("aclcap::silu_and_mul.out")
+def _silu_and_mul_out(device, dtype) -> Iterator[SampleInput]:
+    for sample in _silu_and_mul(device, dtype):
+        x = sample.args[0]
+        yield SampleInput((x,), {"out": x.new_empty(*x.shape[:-1], x.shape[-1] // 2)})
 
 
 @samples("aclcap::get_masked_input_and_mask")

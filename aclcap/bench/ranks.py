@@ -32,7 +32,8 @@ def merge_ranks(reports: list[BenchReport]) -> BenchReport:
             per_rank.append({"rank": rank, "step_median_us": mine.step_median_us,
                              "host_us": mine.host_us, "device_us": mine.device_us})
         rows.append(replace(row, step_median_us=med, step_p90_us=p90, spread=p90 / med,
-                            host_us=max(p["host_us"] for p in per_rank), per_rank=per_rank))
+                            host_us=max(p["host_us"] for p in per_rank), per_rank=per_rank,
+                            over_floor=med / row.floor_us if row.floor_us else None))
     set_speedups(rows)
     return replace(reports[0], rows=rows, raw={}, ranks=len(reports),
                    interrupted=any(r.interrupted for r in reports))

@@ -10,6 +10,8 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from aclcap.bench.floor import StepBytes, copy_bandwidth, step_bytes
+from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.timing import (
     BlockTime,
     median_p90,
@@ -42,6 +44,8 @@ class BenchRow:
     speedup_vs_eager: float | None = None
     spread: float = 0.0  # p90 / median over rounds
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
+    floor_us: float | None = None  # the step's bytes at the measured copy bandwidth
+    over_floor: float | None = None  # step median / floor
 
 
 @dataclass
@@ -56,6 +60,9 @@ class BenchReport:
     # Every round's block times per (size, mode): --nproc merges ranks round by round.
     raw: dict[tuple[int, str], list[BlockTime]] = field(default_factory=dict, repr=False)
     ranks: int | None = None
+    profiles: list[StepProfile] = field(default_factory=list)  # --profile
+    step_bytes: dict[int, StepBytes] = field(default_factory=dict)  # per exact size
+    copy_gbps: float | None = None  # the bandwidth the floors are priced at
 
     def result_rows(self) -> list[dict]:
         return [{k: v for k, v in asdict(r).items() if k != "per_rank" or v is not None}
@@ -123,6 +130,7 @@ def run_bench(
     on_progress: Callable[[str, int, int], None] | None = None,
     pad: bool = False,
     rank: RankInfo | None = None,
+    profile: bool = False,
 ) -> BenchReport:
     """Measure every (size, mode); Ctrl-C returns what the finished rounds measured. With
     `pad`, every size between capture sizes is also timed both ways: its own graph
@@ -206,6 +214,12 @@ def run_bench(
     except KeyboardInterrupt:
         report.interrupted = True
     report.raw = timings
+    if profile and not report.interrupted:
+        for (size, mode), fn in steps.items():
+            progress(f"profiling size {size}, {mode}", done + rounds)
+            report.profiles.append(profile_step(fn, size, mode, resolved))
+            if mode == "compiled" and report.profiles[-1].kernels_per_step is not None:
+                launches[(size, mode)] = round(report.profiles[-1].kernels_per_step)
     for (size, mode), timed in timings.items():
         if not timed:
             continue
@@ -217,8 +231,21 @@ def run_bench(
                                     med, p90, host, dev, launches[(size, mode)],
                                     spread=p90 / med))
     set_speedups(report.rows)
+    set_floors(report, model, step.inputs, capture_sizes)
     return report
 
+
+def set_floors(report: BenchReport, model: torch.nn.Module, inputs: Callable[[int], tuple],
+               sizes: list[int]) -> None:
+    """Each exact size's memory floor, and every row's time over it."""
+    bandwidth = copy_bandwidth(report.device)
+    report.copy_gbps = bandwidth / 1e9
+    for size in sizes:
+        report.step_bytes[size] = step_bytes(model, inputs(size))
+    for row in report.rows:
+        if row.size in report.step_bytes and row.mode != "padded":
+            row.floor_us = report.step_bytes[row.size].total / bandwidth * 1e6
+            row.over_floor = row.step_median_us / row.floor_us
 
 def set_speedups(rows: list[BenchRow]) -> None:
     """Each row's speedup over eager at its size."""

@@ -21,15 +21,21 @@ class BlockTime:
     device_us: float | None
 
 
+def _timer(fn: Callable[[], object]) -> benchmark.Timer:
+    """A Timer on all of torch's threads: its default is one thread, which would time every
+    mode single-threaded, unlike any real step (and unfairly to the parallel kernels)."""
+    return benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+
+
 def steps_for(fn: Callable[[], object], target_s: float = 0.02) -> int:
     """How many steps make a block of about `target_s`, so timer overhead is negligible."""
-    once = benchmark.Timer(stmt="fn()", globals={"fn": fn}).timeit(3).mean
+    once = _timer(fn).timeit(3).mean
     return max(1, min(100_000, int(target_s / max(once, 1e-7))))
 
 
 def time_block(fn: Callable[[], object], steps: int, device: str) -> BlockTime:
     if device == "cpu":
-        step = benchmark.Timer(stmt="fn()", globals={"fn": fn}).timeit(steps).mean * 1e6
+        step = _timer(fn).timeit(steps).mean * 1e6
         return BlockTime(step, step, None)
     mod = getattr(torch, device)
     start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)

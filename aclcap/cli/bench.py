@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +22,7 @@ from aclcap.cli._options import (
     quiet_torch,
     stepper,
 )
+from aclcap.errors import UsageError
 
 
 @handle_errors
@@ -49,6 +51,9 @@ def bench(
                    "eager reference and the memory-traffic floor.")] = False,
     pad: Annotated[bool, typer.Option("--pad", help="Also time each size between capture "
                    "sizes on its own graph and padded onto the next one.")] = False,
+    profile: Annotated[bool, typer.Option("--profile", help="Also profile a few steps of "
+                       "each size and mode (torch.profiler): top ops by self time as a "
+                       "share of the step, side by side per mode.")] = False,
     nproc: NprocOpt = None,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
@@ -77,8 +82,10 @@ def bench(
         advance = stepper(progress)
         if nproc is None:
             result = run_bench(str(model) if model else None, sizes, device, dtype, chosen,
-                               rounds, advance, pad)
+                               rounds, advance, pad, profile=profile)
         else:
+            if profile:
+                raise UsageError("--profile profiles one process: leave out --nproc")
             from aclcap.bench.ranks import run_bench_ranks
             from aclcap.bench.run import default_model
 
@@ -95,14 +102,19 @@ def bench(
             op_rows = opbench.rows_as_dicts(opbench.measure_ops(opbench.DEFAULT_SIZES))
     doc = report.document("bench", result.device, result.result_rows(), model=result.model,
                           dtype=result.dtype, mechanism=result.mechanism, rounds=result.rounds,
-                          interrupted=result.interrupted, ops=op_rows)
+                          interrupted=result.interrupted, ops=op_rows,
+                          copy_gbps=result.copy_gbps,
+                          step_bytes={str(k): asdict(v) for k, v in result.step_bytes.items()},
+                          profile=[asdict(p) for p in result.profiles])
     for path in (json_path, save_baseline):
         if path:
             report.write_json(str(path), doc)
     console = report.console_for(json_path)
     console.print(report.bench_table(result))
-    for line in report.bench_lines(result):
+    for line in [*report.bench_lines(result), *report.floor_lines(result)]:
         console.print(line, highlight=False)
+    for size in sorted({p.size for p in result.profiles}):
+        console.print(report.profile_table(result, size))
     if op_rows:
         console.print(report.ops_table(op_rows))
     if plot is not None:

@@ -69,14 +69,14 @@ void silu_and_mul_row(const T* x, T* out, int64_t d) {
 
 }  // namespace
 
-at::Tensor silu_and_mul(const at::Tensor& input) {
+void silu_and_mul_out(const at::Tensor& input, at::Tensor& out) {
   TORCH_CHECK(input.dim() >= 1 && input.size(-1) % 2 == 0,
               "silu_and_mul: last dimension must be even, got ", input.sizes());
   const at::Tensor x = input.contiguous();
   const int64_t d = input.size(-1) / 2;
   auto sizes = input.sizes().vec();
   sizes.back() = d;
-  at::Tensor out = at::empty(sizes, input.options());
+  check_out(out, sizes, input, "silu_and_mul.out");
   const int64_t rows = d == 0 ? 0 : out.numel() / d;
   ACLCAP_DISPATCH_FLOATS(input.scalar_type(), "aclcap::silu_and_mul", [&] {
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
@@ -87,7 +87,24 @@ at::Tensor silu_and_mul(const at::Tensor& input) {
       }
     });
   });
+}
+
+at::Tensor silu_and_mul(const at::Tensor& input) {
+  TORCH_CHECK(input.dim() >= 1 && input.size(-1) % 2 == 0,
+              "silu_and_mul: last dimension must be even, got ", input.sizes());
+  auto sizes = input.sizes().vec();
+  sizes.back() /= 2;
+  at::Tensor out = at::empty(sizes, input.options());
+  silu_and_mul_out(input, out);
   return out;
+}
+
+void silu_and_mul_out_meta(const at::Tensor& input, at::Tensor& out) {
+  TORCH_SYM_CHECK((input.sym_size(-1) % 2).sym_eq(0),
+                  "silu_and_mul.out: last dimension must be even, got ", input.sym_sizes());
+  TORCH_SYM_CHECK(out.sym_size(-1).sym_eq(input.sym_size(-1) / 2),
+                  "silu_and_mul.out: out's last dimension must be half of input's, got ",
+                  out.sym_sizes());
 }
 
 at::Tensor silu_and_mul_meta(const at::Tensor& input) {

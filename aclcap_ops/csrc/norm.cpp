@@ -74,11 +74,12 @@ void add_into(const T* in, T* res, int64_t n) {
 
 }  // namespace
 
-at::Tensor rms_norm(const at::Tensor& input, const at::Tensor& weight, double eps) {
+void rms_norm_out(const at::Tensor& input, const at::Tensor& weight, double eps,
+                         at::Tensor& out) {
   check_norm_args(input, weight);
+  check_out(out, input.sizes(), input, "rms_norm.out");
   const at::Tensor x = input.contiguous();
   const at::Tensor w = weight.contiguous();
-  at::Tensor out = at::empty(input.sizes(), input.options());
   const int64_t n = input.size(-1);
   const int64_t rows = n == 0 ? 0 : input.numel() / n;
   ACLCAP_DISPATCH_FLOATS(input.scalar_type(), "aclcap::rms_norm", [&] {
@@ -92,7 +93,19 @@ at::Tensor rms_norm(const at::Tensor& input, const at::Tensor& weight, double ep
       }
     });
   });
+}
+
+at::Tensor rms_norm(const at::Tensor& input, const at::Tensor& weight, double eps) {
+  at::Tensor out = at::empty(input.sizes(), input.options());
+  rms_norm_out(input, weight, eps, out);
   return out;
+}
+
+void rms_norm_out_meta(const at::Tensor& input, const at::Tensor& weight, double eps,
+                              at::Tensor& out) {
+  TORCH_CHECK(input.dim() >= 1, "rms_norm.out: input must have at least one dimension");
+  TORCH_SYM_CHECK(out.sym_numel().sym_eq(input.sym_numel()),
+                  "rms_norm.out: out must have the shape of input, got ", out.sym_sizes());
 }
 
 void fused_add_rms_norm(at::Tensor& input, at::Tensor& residual, const at::Tensor& weight,

@@ -1,11 +1,16 @@
 // The dispatcher surface of the bundled library: schemas, CPU kernels, and the one meta
-// kernel that lives in C++ (silu_and_mul); the others are Python fakes in ops/meta.py.
+// kernels that live in C++ (silu_and_mul and the out= variants); the others are Python
+// fakes in aclcap_ops/meta.py.
 #include <torch/library.h>
 
 #include "ops.h"
 
 TORCH_LIBRARY(aclcap, m) {
   m.def("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor");
+  // out= variants, as vLLM's schemas take preallocated outputs (a large output allocated
+  // per call pays fresh pages, page faults, every time). They return () as vLLM's do:
+  // functionalization does not support a custom op whose output aliases an input.
+  m.def("rms_norm.out(Tensor input, Tensor weight, float eps, *, Tensor(a!) out) -> ()");
   m.def(
       "fused_add_rms_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, float eps) -> "
       "()");
@@ -13,6 +18,7 @@ TORCH_LIBRARY(aclcap, m) {
       "rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!) key, int head_size, "
       "Tensor cos_sin_cache, bool is_neox) -> ()");
   m.def("silu_and_mul(Tensor input) -> Tensor");
+  m.def("silu_and_mul.out(Tensor input, *, Tensor(a!) out) -> ()");
   m.def(
       "get_masked_input_and_mask(Tensor input, int org_vocab_start_index, int "
       "org_vocab_end_index, int num_org_vocab_padding, int added_vocab_start_index, int "
@@ -24,13 +30,17 @@ TORCH_LIBRARY(aclcap, m) {
 
 TORCH_LIBRARY_IMPL(aclcap, CPU, m) {
   m.impl("rms_norm", TORCH_FN(aclcap::rms_norm));
+  m.impl("rms_norm.out", TORCH_FN(aclcap::rms_norm_out));
   m.impl("fused_add_rms_norm", TORCH_FN(aclcap::fused_add_rms_norm));
   m.impl("rotary_embedding", TORCH_FN(aclcap::rotary_embedding));
   m.impl("silu_and_mul", TORCH_FN(aclcap::silu_and_mul));
+  m.impl("silu_and_mul.out", TORCH_FN(aclcap::silu_and_mul_out));
   m.impl("get_masked_input_and_mask", TORCH_FN(aclcap::get_masked_input_and_mask));
   m.impl("reshape_and_cache", TORCH_FN(aclcap::reshape_and_cache));
 }
 
 TORCH_LIBRARY_IMPL(aclcap, Meta, m) {
   m.impl("silu_and_mul", TORCH_FN(aclcap::silu_and_mul_meta));
+  m.impl("rms_norm.out", TORCH_FN(aclcap::rms_norm_out_meta));
+  m.impl("silu_and_mul.out", TORCH_FN(aclcap::silu_and_mul_out_meta));
 }
