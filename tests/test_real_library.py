@@ -110,7 +110,8 @@ def test_bundled_ops_harvested_from_tiny_llama():
     assert run.code == 0, run.stderr
     for row in run.json()["results"]:
         assert row["status"] == "pass"
-        assert any("from tiny_llama.py:" in s for s in row["sample_sources"]), row
+        if not row["op"].endswith(".out"):  # tiny_llama calls the functional forms only
+            assert any("from tiny_llama.py:" in s for s in row["sample_sources"]), row
 
 
 def test_samples_from_a_missing_model_is_bad_input():

@@ -85,7 +85,9 @@ def test_a_deadlock_is_diagnosed_within_the_timeout_and_no_rank_is_left():
     assert run.code == 1, run.stderr
     line = run.stderr.strip().splitlines()[-1]
     assert "deadlock: no rank progress within --timeout 25 s" in line
-    assert "rank 1 waits in all_reduce (distributed_c10d.py) at tp_divergent.py:39" in line
+    # rank 1 either still waits in its extra all_reduce or has raised from it by then
+    assert "rank 1 waits in all_reduce (distributed_c10d.py) at tp_divergent.py:39" in line \
+        or "rank 1 raised" in line, line
     assert not _rank_processes()
 
 

@@ -46,6 +46,10 @@ def profile_step(fn: Callable[[], object], size: int, mode: str, device: str,
     top = [{"name": e.key, "self_us": e.self_cpu_time_total / steps,
             "share": e.self_cpu_time_total / steps / wall, "calls": e.count / steps}
            for e in averages[:TOP]]
+    others = sum(e.self_cpu_time_total for e in averages[TOP:]) / steps
+    if others:
+        top.append({"name": "(other ops)", "self_us": others, "share": others / wall,
+                    "calls": None})
     rest = max(0.0, wall - seen)
     top.append({"name": UNSEEN, "self_us": rest, "share": rest / wall, "calls": None})
     kernels = None

@@ -193,8 +193,11 @@ def _diagnosis(workdir: Path, nproc: int, timeout: float, model_file: Path | Non
         phase = workdir / f"rank{rank}.phase"
         doing = f" while {phase.read_text()}" if phase.exists() else ""
         text = stack.read_text() if stack.exists() else ""
-        if (workdir / f"rank{rank}.result").exists():
-            parts.append(f"rank {rank} finished")
+        result = workdir / f"rank{rank}.result"
+        if result.exists():
+            kind, value = pickle.loads(result.read_bytes())
+            parts.append(f"rank {rank} finished" if kind == "ok" else
+                         f"rank {rank} raised {str(value).splitlines()[0][:160]}")
         elif where := _stuck_at(text, model_file):
             parts.append(f"rank {rank} {where}{doing}")
         else:
