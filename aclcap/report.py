@@ -4,12 +4,16 @@ table and `--json` never disagree (README: machine-readable output)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 import aclcap
 from aclcap.errors import UsageError
@@ -25,6 +29,8 @@ STATUS_STYLE = {Status.PASS: "green", Status.BUILT: "green", Status.UP_TO_DATE: 
                 Status.MISSING: "red", Status.FAIL: "red", Status.CRASHED: "red",
                 Status.TIMEOUT: "red", Status.NOT_EXERCISED: "yellow",
                 Status.UNVERIFIED: "yellow", Status.SKIPPED: "yellow"}
+WIDE = 120  # console columns from which tables show every column under its long header
+_SITE = re.compile(r"\(([^()\s]+):(\d+)\)")  # "(path/to/file.py:12)" in a meta impl's source
 
 
 def document(command: str, device: str, results: list[dict], **extra: Any) -> dict:
@@ -69,14 +75,31 @@ def _short_paths(text: str) -> str:
     return text.replace(cwd, "")
 
 
-def meta_table(report: MetaReport) -> Table:
-    table = Table(title=f"aclcap check-meta: namespaces {', '.join(report.namespaces)}",
-                  show_lines=True)
+def meta_table(report: MetaReport, width: int) -> RenderableType:
+    """From WIDE columns up one row holds an op's schema, meta impl and reasons; below, a
+    schema or a reason would wrap over many lines, so a row holds two (the op and its meta
+    impl in short; status and sample count) and the reasons follow the table."""
+    title = f"aclcap check-meta: namespaces {', '.join(report.namespaces)}"
+    if width >= WIDE:
+        return _meta_wide(report, title)
+    table = Table(title=title, show_lines=True)
+    table.add_column("op / meta impl", overflow="fold")
+    for col in ("kernels", "status"):
+        table.add_column(col, overflow="fold")
+    for r in report.results:
+        samples = f"\n[dim]{r.sample_count} samples[/]" if r.sample_count else ""
+        table.add_row(f"[bold]{r.op}[/]\n[dim]{_meta_brief(r.meta_source)}[/]",
+                      ", ".join(r.kernels) or "none", _status(r.status) + samples)
+    return Group(table, *_notes((r.op, [f.text() for f in r.findings]) for r in report.results))
+
+
+def _meta_wide(report: MetaReport, title: str) -> Table:
+    table = Table(title=title, show_lines=True)
     table.add_column("op / schema", ratio=4, overflow="fold")
-    table.add_column("kernels")
+    table.add_column("kernels", overflow="fold")
     table.add_column("meta impl", ratio=2, overflow="fold")
-    table.add_column("status")
-    table.add_column("reasons", ratio=4)
+    table.add_column("status", overflow="fold")
+    table.add_column("reasons", ratio=4, overflow="fold")
     for r in report.results:
         signature = r.schema[r.schema.find("("):]  # the op line already names it
         sources = f"\n[dim]samples: {'; '.join(r.sample_sources)}[/]" if r.sample_sources else ""
@@ -84,6 +107,24 @@ def meta_table(report: MetaReport) -> Table:
                       _short_paths(r.meta_source) + sources, _status(r.status),
                       "\n".join(f.text() for f in r.findings))
     return table
+
+
+def _meta_brief(source: str) -> str:
+    """A meta impl's kind and file:line, without folders or explanation: one short line."""
+    kind = re.split(r" \(|: ", source, maxsplit=1)[0]
+    site = _SITE.search(source)
+    return f"{kind} ({Path(site[1]).name}:{site[2]})" if site else kind
+
+
+def _notes(items: Iterable[tuple[str, list[str]]]) -> list[RenderableType]:
+    """Reasons under a narrow table, indented under the name of their row: a reasons column
+    there would wrap every row over many lines."""
+    notes: list[RenderableType] = []
+    for label, reasons in items:
+        if reasons:
+            notes.append(Text(label, style="bold"))
+            notes += [Padding(Text(reason), (0, 0, 0, 2)) for reason in reasons]
+    return notes
 
 
 def console_for(json_path: str | None) -> Console:
@@ -95,42 +136,99 @@ def _num(value: float | None, fmt: str) -> str:
     return "—" if value is None else format(value, fmt)
 
 
-def _mib(value: int | None) -> str:
-    return "—" if value is None else f"{value / 2**20:.2f}"
+def _short(value: float | None, decimals: int, whole_from: float) -> str:
+    """`decimals` below `whole_from`, none from there: a column keeps its width at any scale."""
+    return _num(value, f".{decimals if value is None or value < whole_from else 0}f")
 
 
-def capture_table(report: CaptureReport, per_rank: bool = False) -> Table:
-    """One row per size; with --nproc the worst rank's (its rank shown), or every rank's."""
+def _times(value: float | None) -> str:
+    return "—" if value is None else _short(value, 2, 100) + "x"
+
+
+class _Col(NamedTuple):
+    """A column: its header from WIDE columns up, its header below WIDE (None: dropped
+    there), and whether it holds text (left, folds) or numbers (right)."""
+
+    wide: str
+    narrow: str | None
+    text: bool = False
+
+
+def _table(title: str, columns: Sequence[_Col], rows: Iterable[Sequence[str]], width: int
+           ) -> Table:
+    """Text folds rather than ending in "…". Below WIDE numbers never wrap, so a table too wide
+    squeezes its text instead (no_wrap with fold would crop a number unseen; a squeezed one
+    shows its "…"); from WIDE up they may, like the long headers above them."""
+    wide = width >= WIDE
+    keep = [i for i, c in enumerate(columns) if wide or c.narrow]
+    table = Table(title=title)
+    for c in (columns[i] for i in keep):
+        header = c.narrow if c.narrow and not wide else c.wide
+        if c.text or wide:
+            table.add_column(header, justify="left" if c.text else "right", overflow="fold")
+        else:
+            table.add_column(header, justify="right", no_wrap=True)
+    for cells in rows:
+        table.add_row(*(cells[i] for i in keep))
+    return table
+
+
+def capture_table(report: CaptureReport, per_rank: bool, width: int) -> RenderableType:
+    """One row per size; with --nproc the worst rank's (its rank shown), or every rank's.
+    Below WIDE the mechanism (in the title already) and the reasons columns give way: the
+    reasons follow the table."""
     ranks = report.backend.get("ranks")
     title = f"aclcap capture {report.model}: {report.mechanism} on {report.device}, " \
             f"{report.dtype}" + (f", {ranks} ranks" if ranks else "")
-    table = Table(title=title + (" (worst rank per size)" if ranks and not per_rank else ""))
-    rows = report.rank_rows if per_rank and report.rank_rows else report.rows
+    title += " (worst rank per size)" if ranks and not per_rank else ""
+    rows = sorted(report.rank_rows if per_rank and report.rank_rows else report.rows,
+                  key=lambda r: (r.size, r.rank or 0))
     logits = any(r.token_agreement is not None for r in rows)
-    columns = [("rank", "right")] if ranks else []
-    columns += [("size", "right"), ("mechanism", "left"), ("capture (ms)", "right"),
-               ("memory (MiB)", "right"), ("max abs err", "right"), ("max rel err", "right")]
-    columns += [("tokens agree", "right"), ("logprob err", "right")] if logits else []
-    for col, justify in [*columns, ("status", "left"), ("reasons", "left")]:
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    columns = [_Col("rank", "rank")] if ranks else []
+    columns += [_Col("size", "size"), _Col("mechanism", None, True),
+                _Col("capture (ms)", "cap ms"), _Col("memory (MiB)", "MiB"),
+                _Col("max abs err", "abs err"), _Col("max rel err", "rel err")]
+    columns += [_Col("tokens agree", "tokens"), _Col("logprob err", "lp err")] if logits else []
+    columns += [_Col("status", "status", True), _Col("reasons", None, True)]
+    wide = width >= WIDE
+    table = _table(title, columns, _capture_cells(rows, bool(ranks), logits, wide), width)
+    return table if wide else Group(table, *_notes(_capture_reasons(rows)))
+
+
+def _capture_cells(rows: list[CaptureRow], ranks: bool, logits: bool, wide: bool
+                   ) -> Iterable[list[str]]:
     previous: CaptureRow | None = None
-    for r in sorted(rows, key=lambda r: (r.size, r.rank or 0)):
-        size = f"{r.size} (pad→{r.padded_to})" if r.padded_to else str(r.size)
+    for r in rows:
+        size = str(r.size)
+        if r.padded_to:
+            size += f" (pad→{r.padded_to})" if wide else f"→{r.padded_to}"
         reasons = "\n".join(r.reasons)
         if previous is not None and r.reasons and r.reasons == previous.reasons:
             reasons = f"(as size {previous.size})"
         else:
             previous = r
         capture_ms = None if r.capture_us is None else r.capture_us / 1000
+        memory = None if r.memory_bytes is None else r.memory_bytes / 2**20
         cells = [str(r.rank)] if ranks else []
-        cells += [size, r.mechanism, _num(capture_ms, ".1f"), _mib(r.memory_bytes),
-                 _num(r.max_abs_err, ".3g"), _num(r.max_rel_err, ".3g")]
+        cells += [size, r.mechanism, _short(capture_ms, 1, 1000), _short(memory, 2, 100),
+                  _num(r.max_abs_err, ".2g"), _num(r.max_rel_err, ".2g")]
         if logits:
             agree = None if r.token_agreement is None else 100 * r.token_agreement
             cells += [_num(agree, ".0f") + ("%" if agree is not None else ""),
-                      _num(r.max_logprob_err, ".3g")]
-        table.add_row(*cells, _status(r.status), reasons)
-    return table
+                      _num(r.max_logprob_err, ".2g")]
+        yield [*cells, _status(r.status), reasons]
+
+
+def _capture_reasons(rows: list[CaptureRow]) -> list[tuple[str, list[str]]]:
+    """Rows that failed alike share one note ("sizes 1, 2, 4"), as the wide table's
+    "(as size N)" does."""
+    sizes: dict[tuple[str, ...], list[str]] = {}
+    for r in rows:
+        if r.reasons:
+            rank = f" (rank {r.rank})" if r.rank is not None else ""
+            sizes.setdefault(tuple(r.reasons), []).append(f"{r.size}{rank}")
+    return [(("sizes " if len(names) > 1 else "size ") + ", ".join(names), list(reasons))
+            for reasons, names in sizes.items()]
 
 
 def plan_lines(doc: dict) -> list[str]:
@@ -213,18 +311,24 @@ def trace_lines(report: CaptureReport) -> list[str]:
     return lines
 
 
-def bench_table(report: BenchReport) -> Table:
+_BENCH = (_Col("size", "size"), _Col("mode", "mode", True), _Col("mechanism", None, True),
+          _Col("step median (µs)", "med µs"), _Col("step p90 (µs)", "p90 µs"),
+          _Col("host (µs)", "host µs"), _Col("device (µs)", "dev µs"),
+          _Col("launches/step", "launch"), _Col("speedup vs eager", "vs eager"))
+
+
+def bench_table(report: BenchReport, width: int) -> Table:
+    """Below WIDE the title names the graph mechanism instead of a column: the mode implies
+    each row's."""
     ranks = f", {report.ranks} ranks, each round the slowest rank's" if report.ranks else ""
-    table = Table(title=f"aclcap bench {report.model}: {report.device}, {report.dtype}, "
-                        f"median of {report.rounds} interleaved rounds{ranks}")
-    for col in ("size", "mode", "mechanism", "step median (µs)", "step p90 (µs)",
-                "host (µs)", "device (µs)", "launches/step", "speedup vs eager"):
-        table.add_column(col, justify="left" if col in ("mode", "mechanism") else "right")
-    for r in report.rows:
-        table.add_row(str(r.size), r.mode, r.mechanism, f"{r.step_median_us:.1f}",
-                      f"{r.step_p90_us:.1f}", f"{r.host_us:.1f}", _num(r.device_us, ".1f"),
-                      _num(r.launches, "d"), _num(r.speedup_vs_eager, ".2f") + "x")
-    return table
+    title = f"aclcap bench {report.model}: {report.device}, {report.dtype}, median of " \
+            f"{report.rounds} interleaved rounds{ranks}"
+    title += "" if width >= WIDE else f"; graph: {report.mechanism}"
+    rows = ([str(r.size), r.mode, r.mechanism, _short(r.step_median_us, 1, 1000),
+             _short(r.step_p90_us, 1, 1000), _short(r.host_us, 1, 1000),
+             _short(r.device_us, 1, 1000), _num(r.launches, "d"), _times(r.speedup_vs_eager)]
+            for r in report.rows)
+    return _table(title, _BENCH, rows, width)
 
 
 def bench_lines(report: BenchReport) -> list[str]:
@@ -256,19 +360,27 @@ def lint_table(findings: list) -> Table:
     return table
 
 
-def ops_table(rows: list[dict], title: str | None = None) -> Table:
-    table = Table(title=title or "aclcap bench --ops: kernels vs eager reference and their "
-                  "floor (the op's own access pattern over its own tensors)")
-    for col in ("op", "dtype", "shape", "kernel (µs)", "reference (µs)", "speedup",
-                "F.rms_norm (µs)", "GB/s", "floor (µs)", "kernel/floor", "alloc (µs)"):
-        table.add_column(col, justify="left" if col in ("op", "dtype", "shape") else "right")
-    for r in rows:
-        table.add_row(r["op"], r["dtype"], "x".join(map(str, r["shape"])),
-                      f"{r['kernel_us']:.1f}", f"{r['reference_us']:.1f}",
-                      f"{r['speedup']:.2f}x", _num(r["f_rms_norm_us"], ".1f"),
-                      f"{r['achieved_gbps']:.1f}", f"{r['floor_us']:.1f}",
-                      f"{r['kernel_over_floor']:.2f}", _num(r["alloc_us"], ".1f"))
-    return table
+_OPS = (_Col("op", "op", True), _Col("dtype", "dtype", True), _Col("shape", "shape", True),
+        _Col("kernel (µs)", "kern µs"), _Col("reference (µs)", None), _Col("speedup", "speedup"),
+        _Col("F.rms_norm (µs)", None), _Col("GB/s", None), _Col("floor (µs)", None),
+        _Col("kernel/floor", "/ floor"), _Col("alloc (µs)", None))
+
+
+def ops_table(rows: list[dict], title: str | None = None, width: int = WIDE) -> Table:
+    """Below WIDE the kernel's time and its two ratios: the reference's time, the floor's and
+    GB/s follow from them; F.rms_norm and alloc are only shown at width."""
+    cells = ([r["op"], _dtype(r["dtype"]), "x".join(map(str, r["shape"])),
+              _short(r["kernel_us"], 1, 1000), _short(r["reference_us"], 1, 1000),
+              _times(r["speedup"]), _short(r["f_rms_norm_us"], 1, 1000),
+              f"{r['achieved_gbps']:.1f}", _short(r["floor_us"], 1, 1000),
+              f"{r['kernel_over_floor']:.2f}", _short(r["alloc_us"], 1, 1000)] for r in rows)
+    return _table(title or "aclcap bench --ops: kernels vs eager reference and their floor "
+                  "(the op's own access pattern over its own tensors)", _OPS, cells, width)
+
+
+def _dtype(name: str) -> str:
+    """float32 -> fp32, bfloat16 -> bf16: the short names kernels are known by."""
+    return name.replace("bfloat", "bf").replace("float", "fp")
 
 
 def floor_lines(report: BenchReport) -> list[str]:
@@ -285,21 +397,22 @@ def floor_lines(report: BenchReport) -> list[str]:
     return lines
 
 
-def profile_table(report: BenchReport, size: int) -> Table:
+def profile_table(report: BenchReport, size: int, width: int) -> Table:
     """One size's profiles side by side: each op's share of the step per mode, so what the
     graph removed (a share gone) and what remains read across a row."""
     profiles = [p for p in report.profiles if p.size == size]
-    table = Table(title=f"bench --profile, size {size}: share of the step by self time")
-    table.add_column("op", overflow="fold")
-    for p in profiles:
-        table.add_column(f"{p.mode} ({p.step_us:.0f} µs)", justify="right")
+    columns = [_Col("op", "op", True)]
+    columns += [_Col(f"{p.mode} ({p.step_us:.0f} µs)", f"{p.mode}\n{p.step_us:.0f} µs")
+                for p in profiles]
     names: list[str] = []
     for p in profiles:
         names += [t["name"] for t in p.top if t["name"] not in names]
+    rows = []
     for name in names:
-        cells = []
+        cells = [name]
         for p in profiles:
             share = next((t["share"] for t in p.top if t["name"] == name), None)
             cells.append("—" if share is None else f"{100 * share:.0f}%")
-        table.add_row(name, *cells)
-    return table
+        rows.append(cells)
+    return _table(f"bench --profile, size {size}: share of the step by self time", columns,
+                  rows, width)

@@ -6,7 +6,7 @@ the op's own access pattern over the op's own tensors, timed in the same rounds.
 out-of-place op's floor reads what the op reads and writes a buffer of the size it writes,
 prefaulted (rms_norm: x copied into an output-sized buffer; silu_and_mul: the two halves
 added into one); an in-place op's floor is a read-modify-write pass over the buffers it
-mutates (x.mul_(1)). Such a pass is what any kernel must at least do, so a kernel that beats
+mutates (an integer view, bitwise_or_(0)). Such a pass is what any kernel must at least do, so a kernel that beats
 it by more than 10% means the floor is wrong, not that the kernel is fast; one well above it
 still has compute or overhead to remove. Allocation is its own column: the floor with a
 freshly allocated output against the prefaulted one (glibc serves blocks above its mmap
@@ -106,15 +106,25 @@ def _copy_floor(src: torch.Tensor, out_shape: tuple[int, ...]
     if src.numel() == out.numel():
         flat = src.view(out_shape)
         return (lambda: out.copy_(flat)), (lambda: torch.empty_like(out).copy_(flat))
-    a, b = src.chunk(src.numel() // out.numel(), dim=-1)[:2]
-    return (lambda: torch.add(a, b, out=out)), (lambda: torch.add(a, b))
+    a, b = (_bits(h) for h in src.chunk(src.numel() // out.numel(), dim=-1)[:2])
+    bits = _bits(out)
+    return (lambda: torch.add(a, b, out=bits)), (lambda: torch.add(a, b))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The same bytes as integers: a floor must not pay for float conversions (torch's
+    bfloat16 arithmetic converts every element) that a fused kernel does not."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[
+        t.element_size()])
 
 
 def _rmw_floor(*mutated: torch.Tensor) -> Callable[[], object]:
     """A read-modify-write pass over each mutated buffer (values unchanged)."""
+    bits = [_bits(t) for t in mutated]
+
     def floor() -> None:
-        for t in mutated:
-            t.mul_(1)
+        for t in bits:
+            t.bitwise_or_(0)
 
     return floor
 
