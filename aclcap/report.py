@@ -123,7 +123,7 @@ def _notes(items: Iterable[tuple[str, list[str]]]) -> list[RenderableType]:
     for label, reasons in items:
         if reasons:
             notes.append(Text(label, style="bold"))
-            notes += [Padding(Text(reason), (0, 0, 0, 2)) for reason in reasons]
+            notes += [Padding(Text(reason), (0, 0, 0, 2), expand=False) for reason in reasons]
     return notes
 
 

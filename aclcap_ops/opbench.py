@@ -6,11 +6,12 @@ the op's own access pattern over the op's own tensors, timed in the same rounds.
 out-of-place op's floor reads what the op reads and writes a buffer of the size it writes,
 prefaulted (rms_norm: x copied into an output-sized buffer; silu_and_mul: the two halves
 added into one); an in-place op's floor is a read-modify-write pass over the buffers it
-mutates (an integer view, bitwise_or_(0)). Such a pass is what any kernel must at least do, so a kernel that beats
-it by more than 10% means the floor is wrong, not that the kernel is fast; one well above it
-still has compute or overhead to remove. Allocation is its own column: the floor with a
-freshly allocated output against the prefaulted one (glibc serves blocks above its mmap
-threshold with fresh pages, so a large output pays page faults on every call).
+mutates (bitwise_or_(0) on an integer view). Such a pass is what any kernel must do at
+least, so a kernel that beats it by more than 10% means the floor is wrong, not that the
+kernel is fast; one well above it still has compute or overhead to remove. Allocation is
+its own column: the floor with a freshly allocated output against the prefaulted one
+(glibc serves blocks above its mmap threshold with fresh pages, so a large output pays page
+faults on every call).
 
 Why the measurements look the way they do:
 
