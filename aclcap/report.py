@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
@@ -30,6 +31,7 @@ STATUS_STYLE = {Status.PASS: "green", Status.BUILT: "green", Status.UP_TO_DATE: 
                 Status.TIMEOUT: "red", Status.NOT_EXERCISED: "yellow",
                 Status.UNVERIFIED: "yellow", Status.SKIPPED: "yellow"}
 WIDE = 120  # console columns from which tables show every column under its long header
+OPS_WIDE = 140  # the same for `bench --ops`: its eleven columns need about 135
 _SITE = re.compile(r"\(([^()\s]+):(\d+)\)")  # "(path/to/file.py:12)" in a meta impl's source
 
 
@@ -82,7 +84,7 @@ def meta_table(report: MetaReport, width: int) -> RenderableType:
     title = f"aclcap check-meta: namespaces {', '.join(report.namespaces)}"
     if width >= WIDE:
         return _meta_wide(report, title)
-    table = Table(title=title, show_lines=True)
+    table = _titled(title, show_lines=True)
     table.add_column("op / meta impl", overflow="fold")
     for col in ("kernels", "status"):
         table.add_column(col, overflow="fold")
@@ -94,7 +96,7 @@ def meta_table(report: MetaReport, width: int) -> RenderableType:
 
 
 def _meta_wide(report: MetaReport, title: str) -> Table:
-    table = Table(title=title, show_lines=True)
+    table = _titled(title, show_lines=True)
     table.add_column("op / schema", ratio=4, overflow="fold")
     table.add_column("kernels", overflow="fold")
     table.add_column("meta impl", ratio=2, overflow="fold")
@@ -114,6 +116,13 @@ def _meta_brief(source: str) -> str:
     kind = re.split(r" \(|: ", source, maxsplit=1)[0]
     site = _SITE.search(source)
     return f"{kind} ({Path(site[1]).name}:{site[2]})" if site else kind
+
+
+def _titled(title: str, show_lines: bool = False) -> Table:
+    """At least as wide as its title where the console allows: rich wraps a title at the
+    table's width, and a narrow table would break it over lines."""
+    return Table(title=title, show_lines=show_lines,
+                 min_width=max(cell_len(line) for line in title.splitlines()))
 
 
 def _notes(items: Iterable[tuple[str, list[str]]]) -> list[RenderableType]:
@@ -146,26 +155,25 @@ def _times(value: float | None) -> str:
 
 
 class _Col(NamedTuple):
-    """A column: its header from WIDE columns up, its header below WIDE (None: dropped
-    there), and whether it holds text (left, folds) or numbers (right)."""
+    """A column: its header in a wide table (over lines of its own: numbers never wrap),
+    its header in a narrow one (None: dropped there), and whether it holds text (left,
+    folds) or numbers (right)."""
 
     wide: str
     narrow: str | None
     text: bool = False
 
 
-def _table(title: str, columns: Sequence[_Col], rows: Iterable[Sequence[str]], width: int
+def _table(title: str, columns: Sequence[_Col], rows: Iterable[Sequence[str]], wide: bool
            ) -> Table:
-    """Text folds rather than ending in "…". Below WIDE numbers never wrap, so a table too wide
-    squeezes its text instead (no_wrap with fold would crop a number unseen; a squeezed one
-    shows its "…"); from WIDE up they may, like the long headers above them."""
-    wide = width >= WIDE
+    """Text folds rather than ending in "…"; numbers never wrap, so a table too wide for the
+    console squeezes its text instead (no_wrap with fold would crop a number unseen)."""
     keep = [i for i, c in enumerate(columns) if wide or c.narrow]
-    table = Table(title=title)
+    table = _titled(title)
     for c in (columns[i] for i in keep):
         header = c.narrow if c.narrow and not wide else c.wide
-        if c.text or wide:
-            table.add_column(header, justify="left" if c.text else "right", overflow="fold")
+        if c.text:
+            table.add_column(header, overflow="fold")
         else:
             table.add_column(header, justify="right", no_wrap=True)
     for cells in rows:
@@ -186,12 +194,12 @@ def capture_table(report: CaptureReport, per_rank: bool, width: int) -> Renderab
     logits = any(r.token_agreement is not None for r in rows)
     columns = [_Col("rank", "rank")] if ranks else []
     columns += [_Col("size", "size"), _Col("mechanism", None, True),
-                _Col("capture (ms)", "cap ms"), _Col("memory (MiB)", "MiB"),
-                _Col("max abs err", "abs err"), _Col("max rel err", "rel err")]
-    columns += [_Col("tokens agree", "tokens"), _Col("logprob err", "lp err")] if logits else []
+                _Col("capture\n(ms)", "cap ms"), _Col("memory\n(MiB)", "MiB"),
+                _Col("max abs\nerr", "abs err"), _Col("max rel\nerr", "rel err")]
+    columns += [_Col("tokens\nagree", "tokens"), _Col("logprob\nerr", "lp err")] if logits else []
     columns += [_Col("status", "status", True), _Col("reasons", None, True)]
     wide = width >= WIDE
-    table = _table(title, columns, _capture_cells(rows, bool(ranks), logits, wide), width)
+    table = _table(title, columns, _capture_cells(rows, bool(ranks), logits, wide), wide)
     return table if wide else Group(table, *_notes(_capture_reasons(rows)))
 
 
@@ -312,9 +320,9 @@ def trace_lines(report: CaptureReport) -> list[str]:
 
 
 _BENCH = (_Col("size", "size"), _Col("mode", "mode", True), _Col("mechanism", None, True),
-          _Col("step median (µs)", "med µs"), _Col("step p90 (µs)", "p90 µs"),
-          _Col("host (µs)", "host µs"), _Col("device (µs)", "dev µs"),
-          _Col("launches/step", "launch"), _Col("speedup vs eager", "vs eager"))
+          _Col("step median\n(µs)", "med µs"), _Col("step p90\n(µs)", "p90 µs"),
+          _Col("host\n(µs)", "host µs"), _Col("device\n(µs)", "dev µs"),
+          _Col("launches/step", "launch"), _Col("speedup vs\neager", "vs eager"))
 
 
 def bench_table(report: BenchReport, width: int) -> Table:
@@ -323,12 +331,12 @@ def bench_table(report: BenchReport, width: int) -> Table:
     ranks = f", {report.ranks} ranks, each round the slowest rank's" if report.ranks else ""
     title = f"aclcap bench {report.model}: {report.device}, {report.dtype}, median of " \
             f"{report.rounds} interleaved rounds{ranks}"
-    title += "" if width >= WIDE else f"; graph: {report.mechanism}"
+    title += "" if width >= WIDE else f"\n(graph mode: {report.mechanism})"
     rows = ([str(r.size), r.mode, r.mechanism, _short(r.step_median_us, 1, 1000),
              _short(r.step_p90_us, 1, 1000), _short(r.host_us, 1, 1000),
              _short(r.device_us, 1, 1000), _num(r.launches, "d"), _times(r.speedup_vs_eager)]
             for r in report.rows)
-    return _table(title, _BENCH, rows, width)
+    return _table(title, _BENCH, rows, width >= WIDE)
 
 
 def bench_lines(report: BenchReport) -> list[str]:
@@ -361,21 +369,22 @@ def lint_table(findings: list) -> Table:
 
 
 _OPS = (_Col("op", "op", True), _Col("dtype", "dtype", True), _Col("shape", "shape", True),
-        _Col("kernel (µs)", "kern µs"), _Col("reference (µs)", None), _Col("speedup", "speedup"),
-        _Col("F.rms_norm (µs)", None), _Col("GB/s", None), _Col("floor (µs)", None),
-        _Col("kernel/floor", "/ floor"), _Col("alloc (µs)", None))
+        _Col("kernel\n(µs)", "kern µs"), _Col("reference\n(µs)", None),
+        _Col("speedup", "speedup"), _Col("F.rms_norm\n(µs)", None), _Col("GB/s", None),
+        _Col("floor\n(µs)", None), _Col("kernel/floor", "/ floor"), _Col("alloc\n(µs)", None))
 
 
-def ops_table(rows: list[dict], title: str | None = None, width: int = WIDE) -> Table:
-    """Below WIDE the kernel's time and its two ratios: the reference's time, the floor's and
-    GB/s follow from them; F.rms_norm and alloc are only shown at width."""
+def ops_table(rows: list[dict], title: str | None = None, width: int = OPS_WIDE) -> Table:
+    """Below OPS_WIDE the kernel's time and its two ratios: the reference's time, the floor's
+    and GB/s follow from them; F.rms_norm and alloc are only shown at width."""
     cells = ([r["op"], _dtype(r["dtype"]), "x".join(map(str, r["shape"])),
               _short(r["kernel_us"], 1, 1000), _short(r["reference_us"], 1, 1000),
               _times(r["speedup"]), _short(r["f_rms_norm_us"], 1, 1000),
               f"{r['achieved_gbps']:.1f}", _short(r["floor_us"], 1, 1000),
               f"{r['kernel_over_floor']:.2f}", _short(r["alloc_us"], 1, 1000)] for r in rows)
     return _table(title or "aclcap bench --ops: kernels vs eager reference and their floor "
-                  "(the op's own access pattern over its own tensors)", _OPS, cells, width)
+                  "(the op's own access pattern over its own tensors)", _OPS, cells,
+                  width >= OPS_WIDE)
 
 
 def _dtype(name: str) -> str:
@@ -397,22 +406,22 @@ def floor_lines(report: BenchReport) -> list[str]:
     return lines
 
 
-def profile_table(report: BenchReport, size: int, width: int) -> Table:
+def profile_table(report: BenchReport, size: int) -> Table:
     """One size's profiles side by side: each op's share of the step per mode, so what the
-    graph removed (a share gone) and what remains read across a row."""
+    graph removed (a share gone) and what remains read across a row. A mode's step time
+    goes under its name: the columns stay as narrow as their shares."""
     profiles = [p for p in report.profiles if p.size == size]
-    columns = [_Col("op", "op", True)]
-    columns += [_Col(f"{p.mode} ({p.step_us:.0f} µs)", f"{p.mode}\n{p.step_us:.0f} µs")
-                for p in profiles]
+    table = _titled(f"bench --profile, size {size}: share of the step by self time")
+    table.add_column("op", overflow="fold")
+    for p in profiles:
+        table.add_column(f"{p.mode}\n{p.step_us:.0f} µs", justify="right", no_wrap=True)
     names: list[str] = []
     for p in profiles:
         names += [t["name"] for t in p.top if t["name"] not in names]
-    rows = []
     for name in names:
-        cells = [name]
+        cells = []
         for p in profiles:
             share = next((t["share"] for t in p.top if t["name"] == name), None)
             cells.append("—" if share is None else f"{100 * share:.0f}%")
-        rows.append(cells)
-    return _table(f"bench --profile, size {size}: share of the step by self time", columns,
-                  rows, width)
+        table.add_row(name, *cells)
+    return table

@@ -110,13 +110,13 @@ def bench(
         if path:
             report.write_json(str(path), doc)
     console = report.console_for(json_path)
-    console.print(report.bench_table(result))
+    console.print(report.bench_table(result, console.width))
     for line in [*report.bench_lines(result), *report.floor_lines(result)]:
         console.print(line, highlight=False)
     for size in sorted({p.size for p in result.profiles}):
         console.print(report.profile_table(result, size))
     if op_rows:
-        console.print(report.ops_table(op_rows))
+        console.print(report.ops_table(op_rows, width=console.width))
     if plot is not None:
         from aclcap.bench.plot import plot_bench
 

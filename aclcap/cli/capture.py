@@ -122,7 +122,7 @@ def capture(
             dtype=result.dtype, mechanism=result.mechanism, trace=result.trace.to_dict(),
             backend=result.backend, bisect=result.bisect, totals=result.totals()))
     console = report.console_for(json_path)
-    console.print(report.capture_table(result, per_rank))
+    console.print(report.capture_table(result, per_rank, console.width))
     console.print(report.mechanism_line(result), highlight=False)
     if line := report.totals_line(result):
         console.print(line, highlight=False)

@@ -91,7 +91,7 @@ def check_meta(
         report.write_json(json_path, report.document("check-meta", resolved, result.rows(),
                                                      namespaces=result.namespaces,
                                                      summary=result.counts()))
-    console.print(report.meta_table(result))
+    console.print(report.meta_table(result, console.width))
     console.print(result.summary())
     if emit_stubs is not None:
         written = write_stubs(result.ops, str(emit_stubs))
