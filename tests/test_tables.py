@@ -137,7 +137,7 @@ def test_check_meta_fits_80_columns_in_3_lines_per_op(checked):
     assert len(rules) == len(checked.results)
     assert all(b - a <= 3 for a, b in zip([-1, *rules], rules, strict=False))
     assert all(r.op in text for r in checked.results)
-    assert "no meta impl: torch.compile graph-breaks here" in text  # reasons below
+    assert "no meta impl: torch.compile graph-breaks here" in " ".join(text.split())  # below
 
 
 def test_check_meta_keeps_schema_and_reasons_at_120(checked):

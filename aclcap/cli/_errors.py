@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from aclcap.errors import CaptureError, UsageError, first_line
 
@@ -46,11 +47,12 @@ def handle_errors(command: F) -> F:
                 raise
             for kind, code, label in _EXIT_CODES:
                 if isinstance(exc, kind):
-                    err_console.print(f"[red]{label}:[/] {exc}", highlight=False,
+                    # The message is text, never markup: torch's say "[/path/pair.cc:553]".
+                    err_console.print(f"[red]{label}:[/] {escape(str(exc))}", highlight=False,
                                       soft_wrap=True)
                     raise typer.Exit(code) from None
-            err_console.print(f"[red]internal error:[/] {first_line(exc)} (a bug of aclcap: "
-                              "rerun with --debug for the traceback)", highlight=False,
+            err_console.print(f"[red]internal error:[/] {escape(first_line(exc))} (a bug of "
+                              "aclcap: rerun with --debug for the traceback)", highlight=False,
                               soft_wrap=True)
             raise typer.Exit(EXIT_INTERNAL) from None
 

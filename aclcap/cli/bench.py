@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from aclcap.cli._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, handle_errors
 from aclcap.cli._options import (
@@ -125,7 +126,7 @@ def bench(
     if baseline_doc is not None:
         found = regressions(doc, baseline_doc, max_regression)
         for line in found:
-            console.print(f"[red]regression:[/] {line}", highlight=False)
+            console.print(f"[red]regression:[/] {escape(line)}", highlight=False)
         if found:
             raise typer.Exit(EXIT_FAILED)
         console.print(f"no regression against {baseline} (max {max_regression:.0%})")

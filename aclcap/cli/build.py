@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from aclcap.cli._errors import EXIT_BAD_INPUT, err_console, handle_errors
 from aclcap.cli._options import JsonOpt, check_output_path, progress_bar
@@ -43,5 +44,5 @@ def build(
     console = report.console_for(json_path)
     console.print(report.build_table(result))
     if not result.ok:
-        err_console.print(f"[red]error:[/] building failed:\n{result.targets[0].reason}")
+        err_console.print(f"[red]error:[/] building failed:\n{escape(result.targets[0].reason)}")
         raise typer.Exit(EXIT_BAD_INPUT)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from aclcap.cli._errors import handle_errors
 from aclcap.cli._options import (
@@ -129,7 +130,7 @@ def capture(
     for line in report.trace_lines(result):
         console.print(line, highlight=False, markup=False)
     for problem in result.cross_rank:
-        console.print(f"[red]across ranks:[/] {problem}", highlight=False)
+        console.print(f"[red]across ranks:[/] {escape(problem)}", highlight=False)
     if fullgraph and result.trace.graph_breaks:
         console.print("[red]--fullgraph: the model does not trace as one graph[/]")
     raise typer.Exit(result.exit_code)
