@@ -56,9 +56,10 @@ def _replicated_reasons(step: StepContext, report: CaptureReport, sizes: list[in
         everyone = info.exchange(outputs)
         if any(o is None for o in everyone):
             continue
-        for index, ref in zip(step.spec.replicated_outputs, everyone[0], strict=False):
+        for j, (index, ref) in enumerate(zip(step.spec.replicated_outputs, everyone[0],
+                                             strict=False)):
             for rank, theirs in enumerate(everyone[1:], start=1):
-                other = theirs[step.spec.replicated_outputs.index(index)]
+                other = theirs[j]
                 if other.shape != ref.shape or not torch.allclose(
                         other.float(), ref.float(), **step.tolerance):
                     err = (other.float() - ref.float()).abs().max().item() \
