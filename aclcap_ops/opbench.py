@@ -254,15 +254,33 @@ def _case_reshape_and_cache(tokens: int, hidden: int, dtype: torch.dtype) -> OpC
     value = torch.randn_like(key)
     key_cache = torch.zeros(blocks, block_size, kv_heads, head_size, dtype=dtype)
     value_cache = torch.zeros_like(key_cache)
-    slots = torch.randperm(blocks * block_size)[:tokens]
+    # vLLM's slot mapping: sequences of block_size tokens, each in a block of its own (here
+    # every other block of the cache), the blocks in whatever order the allocator handed
+    # them out: slot = block * block_size + position in the block.
+    used = (tokens + block_size - 1) // block_size
+    order = 2 * torch.randperm(used)
+    slots = (order[:, None] * block_size + torch.arange(block_size)).reshape(-1)[:tokens]
     # key and value are read once and written once into their slots; plus the slot ids.
     moved = 2 * _nbytes(key, value) + _nbytes(slots)
     args = (key, value, key_cache, value_cache, slots)
-    rows_k, rows_v = (c.view(-1, kv_heads, head_size)[:tokens] for c in (key_cache, value_cache))
+    # The floor writes the same rows into the same slots, block by block in address order
+    # (a strided view): the footprint is the kernel's, only the order of blocks differs. A
+    # floor packed into the cache's first rows had half the kernel's page span and, at
+    # bfloat16, fit the last-level cache where the kernel did not.
+    full, rest = divmod(tokens, block_size)
 
-    def floor() -> None:  # the same rows written, contiguous instead of scattered
-        rows_k.copy_(key)
-        rows_v.copy_(value)
+    def same_slots(t: torch.Tensor, cache: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+        pairs = [(cache[0:2 * full:2], t[:full * block_size].view(full, block_size,
+                                                                  *t.shape[1:]))]
+        if rest:
+            pairs.append((cache[2 * full, :rest], t[full * block_size:]))
+        return pairs
+
+    copies = same_slots(key, key_cache) + same_slots(value, value_cache)
+
+    def floor() -> None:
+        for dst, src in copies:
+            dst.copy_(src)
 
     return OpCase(
         "reshape_and_cache", dtype, (tokens, hidden), (tokens, kv_heads, head_size), moved,

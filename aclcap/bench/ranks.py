@@ -20,11 +20,12 @@ def bench_rank(info: RankInfo, **options) -> BenchReport:
 
 
 def merge_ranks(reports: list[BenchReport]) -> BenchReport:
-    rows = []
+    rows, series = [], {}
     for row in reports[0].rows:
         key = (row.size, row.mode)
         rounds = min(len(r.raw[key]) for r in reports)
         slowest = [max(r.raw[key][i].step_us for r in reports) for i in range(rounds)]
+        series[key] = slowest
         med, p90 = median_p90(slowest)
         per_rank = []
         for rank, report in enumerate(reports):
@@ -34,7 +35,7 @@ def merge_ranks(reports: list[BenchReport]) -> BenchReport:
         rows.append(replace(row, step_median_us=med, step_p90_us=p90, spread=p90 / med,
                             host_us=max(p["host_us"] for p in per_rank), per_rank=per_rank,
                             over_floor=med / row.floor_us if row.floor_us else None))
-    set_speedups(rows)
+    set_speedups(rows, series)
     return replace(reports[0], rows=rows, raw={}, ranks=len(reports),
                    interrupted=any(r.interrupted for r in reports))
 

