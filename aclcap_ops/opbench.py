@@ -15,10 +15,10 @@ faults on every call).
 
 Why the measurements look the way they do:
 
-* Interleaved rounds (clone, kernel, references, then again), a median within each round and
-  over rounds, and ratios taken within a round: drift of a shared machine (another process
-  taking a core for a few seconds) slows all of one round alike, so the ratios hold even
-  when the absolute times wander.
+* Interleaved turns (floor, kernel, references, then again), each a block of about 2 ms of
+  calls, medians over blocks, and ratios taken within a turn: drift of a shared machine
+  (another process or VM taking a core for a while) slows the neighbouring blocks of one
+  turn alike, so the ratios hold even when the absolute times wander.
 * One copy rate cannot be the floor of every op: a read-modify-write pass pays no
   read-for-ownership, a copy into a new buffer pays page faults. So each case brings its own
   floor over the same tensors.
@@ -30,12 +30,12 @@ Why the measurements look the way they do:
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn.functional as F
-from torch.utils import benchmark
 
 from aclcap_ops import OPS
 
@@ -338,21 +338,34 @@ def _check_ops(ops: Iterable[str]) -> None:
         raise ValueError(f"unknown ops {sorted(unknown)}; known: {', '.join(CASES)}")
 
 
-def time_call(fn: Callable[[], object], min_run_time: float = 0.1) -> float:
-    """Median seconds per call of `fn`, on all of torch's threads (Timer defaults to one)."""
-    timer = benchmark.Timer(
-        stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
-    )
-    return timer.blocked_autorange(min_run_time=min_run_time).median
+BLOCK_S = 0.002  # one timed block of calls: short, so neighbours see the same machine
+
+
+def _calls_per_block(fn: Callable[[], object]) -> int:
+    start = time.perf_counter()
+    fn()
+    once = time.perf_counter() - start
+    return max(1, min(10_000, int(BLOCK_S / max(once, 1e-7))))
+
+
+def _time_block(fn: Callable[[], object], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
 
 
 def measure_case(case: OpCase, rounds: int = 5, min_run_time: float = 0.1) -> OpBenchRow:
-    """Time one case in `rounds` interleaved rounds of floor, kernel and references.
+    """Time one case in `rounds` rounds of about `min_run_time` each.
 
-    Times are medians over rounds. speedup and kernel_over_floor are medians of the ratio
-    within each round, which cancels drift between rounds (another process taking a core
-    for a while slows all of one round alike); so they need not equal the quotient of the
-    median times exactly.
+    Within a round the functions (floor, kernel, references) take turns block by block,
+    each block about 2 ms of calls: on a shared machine whose speed wanders within a tenth
+    of a second (measured here: one function's time moving 40% between neighbouring
+    100 ms measurements), a kernel and its floor timed in the same few milliseconds see the
+    same machine. torch.utils.benchmark's Timer measures one statement at a time, so it
+    cannot interleave at that grain. Times are medians over blocks; speedup and
+    kernel_over_floor are medians of the ratio within each turn, so they need not equal the
+    quotient of the median times exactly.
     """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
@@ -367,11 +380,14 @@ def measure_case(case: OpCase, rounds: int = 5, min_run_time: float = 0.1) -> Op
         case.reset()
         fns[name]()
         fns[name]()
+    calls = {name: _calls_per_block(fn) for name, fn in fns.items()}
+    turn_s = sum(_time_block(fn, calls[name]) * calls[name] for name, fn in fns.items())
+    turns = rounds * max(1, round(min_run_time / turn_s))  # a slow reference: fewer turns
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
+    for _ in range(turns):
         for name, fn in fns.items():
             case.reset()
-            samples[name].append(time_call(fn, min_run_time))
+            samples[name].append(_time_block(fn, calls[name]))
     case.reset()
 
     def median_ratio(num: str, den: str) -> float:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from aclcap._quiet import kineto_status_lines_dropped
+
 TOP = 8
 PROFILE_STEPS = 10
 UNSEEN = "(not seen by the profiler)"
@@ -34,7 +36,7 @@ def profile_step(fn: Callable[[], object], size: int, mode: str, device: str,
     with torch.no_grad():
         fn()
         sync()
-        with profile(activities=activities) as prof:
+        with kineto_status_lines_dropped(), profile(activities=activities) as prof:
             t0 = time.perf_counter()
             for _ in range(steps):
                 fn()
