@@ -271,6 +271,8 @@ def mechanism_line(report: CaptureReport) -> str:
         cache = "cache hit" if facts["cache_hit"] else f"compiled in {facts['compile_s']:.1f} s"
         if facts.get("cache_note"):
             cache += f" ({facts['cache_note']})"
+        if facts.get("inductor_configs"):
+            cache += ", tuned (--max-autotune: " + ", ".join(facts["inductor_configs"]) + ")"
         artifacts = facts.get("artifacts", [])
         if len(artifacts) > 1:
             ranges = ", ".join(f"sizes {a['range']} ({','.join(map(str, a['sizes']))})"
@@ -331,7 +333,8 @@ def bench_table(report: BenchReport, width: int) -> Table:
     ranks = f", {report.ranks} ranks, each round the slowest rank's" if report.ranks else ""
     title = f"aclcap bench {report.model}: {report.device}, {report.dtype}, median of " \
             f"{report.rounds} interleaved rounds{ranks}"
-    title += "" if width >= WIDE else f"\n(graph mode: {report.mechanism})"
+    tuned = ", tuned by --max-autotune" if report.max_autotune else ""
+    title += f"\n(graph mode: {report.mechanism}{tuned})" if width < WIDE or tuned else ""
     rows = ([str(r.size), r.mode, r.mechanism, _short(r.step_median_us, 1, 1000),
              _short(r.step_p90_us, 1, 1000), _short(r.host_us, 1, 1000),
              _short(r.device_us, 1, 1000), _num(r.launches, "d"), _times(r.speedup_vs_eager)]

@@ -134,6 +134,15 @@ def test_cpu_replay_fixed_cost_beats_eager_on_one_layer():
     assert graph.speedup_vs_eager > 1.0, report.rows
 
 
+def test_max_autotune_graph_is_named_in_the_title_and_json():
+    run = aclcap("bench", str(ROOT / "examples" / "one_linear.py"), "--device", "cpu",
+                 "--shapes", "1", "--modes", "eager,graph", "--rounds", "5", "--max-autotune",
+                 "--json", "-")
+    assert run.code == 0, run.stderr
+    assert run.json()["max_autotune"] is True
+    assert "(graph mode: aoti, tuned by --max-autotune)" in run.stderr
+
+
 def test_profile_and_floor_say_where_a_step_goes():
     # its own process: kineto's status lines go to fd 2, which an in-process run never sees
     run = aclcap_process("bench", TINY, "--device", "cpu", "--shapes", "2", "--modes",

@@ -3,6 +3,8 @@ backends run only where their device exists (scripts/device_check.sh on a lent G
 
 from __future__ import annotations
 
+import zipfile
+
 import pytest
 
 import aclcap_ops
@@ -185,6 +187,37 @@ def test_cache_follows_the_exported_program_not_the_file(tmp_path):
     assert one.json()["backend"]["artifact"] != two.json()["backend"]["artifact"]
     assert two.json()["backend"]["cache_hit"] is False
     assert again.json()["backend"]["cache_hit"] is True
+
+
+def _gemm_templates(artifact: str) -> int:
+    """Inductor's C++ GEMM template code in an artifact's generated sources."""
+    with zipfile.ZipFile(artifact) as package:
+        return sum(package.read(name).decode(errors="replace").count("micro_gemm")
+                   for name in package.namelist() if name.endswith(".cpp"))
+
+
+def test_max_autotune_compiles_gemm_templates_into_the_artifact():
+    model = str(ROOT / "examples" / "one_linear.py")  # the session's cache: bench's test too
+    plain = capture(model, "--device", "cpu")
+    tuned = capture(model, "--device", "cpu", "--max-autotune")
+    for run in (plain, tuned):
+        assert run.code == 0, run.stderr
+    plain_facts, tuned_facts = plain.json()["backend"], tuned.json()["backend"]
+    assert plain_facts["inductor_configs"] == {}
+    assert tuned_facts["inductor_configs"]["max_autotune"] is True
+    assert tuned_facts["artifact"] != plain_facts["artifact"]  # its own cache key
+    assert _gemm_templates(plain_facts["artifact"]) == 0
+    assert _gemm_templates(tuned_facts["artifact"]) > 0
+    said = "".join(tuned.stderr.split())  # the mechanism line, wrapped at any space
+    assert "tuned(--max-autotune:max_autotune,max_autotune_gemm_backends,freezing)" in said
+
+
+def test_max_autotune_is_refused_off_cpu():
+    from aclcap.errors import UsageError
+    from aclcap.graph.backends import backend_for
+
+    with pytest.raises(UsageError, match="--compile-backend"):
+        backend_for("cuda", max_autotune=True)
 
 
 def test_corrupt_cached_artifact_is_rebuilt(tmp_path):

@@ -64,6 +64,7 @@ class BenchReport:
     profiles: list[StepProfile] = field(default_factory=list)  # --profile
     step_bytes: dict[int, StepBytes] = field(default_factory=dict)  # per exact size
     copy_gbps: float | None = None  # the bandwidth the floors are priced at
+    max_autotune: bool = False  # graph mode's artifact compiled with --max-autotune
 
     def result_rows(self) -> list[dict]:
         return [{k: v for k, v in asdict(r).items() if k != "per_rank" or v is not None}
@@ -132,6 +133,7 @@ def run_bench(
     pad: bool = False,
     rank: RankInfo | None = None,
     profile: bool = False,
+    max_autotune: bool = False,
 ) -> BenchReport:
     """Measure every (size, mode); Ctrl-C returns what the finished rounds measured. With
     `pad`, every size between capture sizes is also timed both ways: its own graph
@@ -144,12 +146,14 @@ def run_bench(
     modes = modes or list(MODES)
     if pad and "graph" not in modes:
         raise UsageError("--pad measures graph replay: keep graph in --modes")
-    step = prepare_step(model_path or str(default_model()), device, dtype)
+    step = prepare_step(model_path or str(default_model()), device, dtype,
+                        max_autotune=max_autotune)
     model, resolved, backend = step.model, step.device, step.backend
     capture_sizes = sorted(set(shapes or step.spec.shapes))
     between = padded_sizes(capture_sizes) if pad else {}
     sizes = sorted([*capture_sizes, *between])
-    report = BenchReport(step.spec.name, resolved, dtype, backend.mechanism, rounds)
+    report = BenchReport(step.spec.name, resolved, dtype, backend.mechanism, rounds,
+                         max_autotune=max_autotune)
     total = len(sizes) * len(modes) + len(between) + rounds
     progress = (lambda msg, done: on_progress(msg, done, total)) if on_progress else \
         (lambda msg, done: None)

@@ -73,7 +73,8 @@ def _replicated_reasons(step: StepContext, report: CaptureReport, sizes: list[in
 def capture_rank(info: RankInfo, model_path: str, shapes: list[int] | None, device: str,
                  dtype: str, options: dict[str, Any]) -> RankCapture:
     """One rank's capture (run by the launcher after the process group is up)."""
-    step = prepare_step(model_path, device, dtype, options.get("compile_backend"))
+    step = prepare_step(model_path, device, dtype, options.get("compile_backend"),
+                        options.get("max_autotune", False))
     seed_inputs(step)
     sizes = sorted(set(shapes or step.spec.shapes))
     info.phase("comparing the collectives of every rank")

@@ -140,11 +140,12 @@ def run_capture(
     use_cache: bool = True,
     compile_backend: str | None = None,
     fail_on_recompile: bool = False,
+    max_autotune: bool = False,
 ) -> CaptureReport:
     """The whole capture pipeline of one model file; bad input raises UsageError.
     `on_progress(message, done, total)` is told each step: trace, capture and replay per
     size, padded sizes, bisection."""
-    step = prepare_step(model_path, device, dtype, compile_backend)
+    step = prepare_step(model_path, device, dtype, compile_backend, max_autotune)
     return capture_step(step, shapes, fullgraph, pad, bisect, on_progress, use_cache,
                         fail_on_recompile)
 

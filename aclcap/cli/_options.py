@@ -42,6 +42,10 @@ TimeoutOpt = Annotated[float, typer.Option(
     "is ended.")]
 PortOpt = Annotated[int, typer.Option(
     "--port", help="With --nproc: the loopback port of the ranks' TCPStore (0: any free port).")]
+MaxAutotuneOpt = Annotated[bool, typer.Option(
+    "--max-autotune", help="cpu: compile the AOTI artifact with Inductor's max_autotune and "
+    "freezing (C++ GEMM templates over prepacked weights): a faster replay for a slower "
+    "first compile (cached afterwards).")]
 PerRankOpt = Annotated[bool, typer.Option(
     "--per-rank", help="With --nproc: print every rank's rows, not only the worst rank's per "
     "size (the JSON always holds every rank's).")]

@@ -14,6 +14,7 @@ from aclcap.cli._options import (
     DeviceOpt,
     DtypeOpt,
     JsonOpt,
+    MaxAutotuneOpt,
     NprocOpt,
     PortOpt,
     ShapesOpt,
@@ -55,6 +56,7 @@ def bench(
     profile: Annotated[bool, typer.Option("--profile", help="Also profile a few steps of "
                        "each size and mode (torch.profiler): top ops by self time as a "
                        "share of the step, side by side per mode.")] = False,
+    max_autotune: MaxAutotuneOpt = False,
     nproc: NprocOpt = None,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
@@ -83,7 +85,8 @@ def bench(
         advance = stepper(progress)
         if nproc is None:
             result = run_bench(str(model) if model else None, sizes, device, dtype, chosen,
-                               rounds, advance, pad, profile=profile)
+                               rounds, advance, pad, profile=profile,
+                               max_autotune=max_autotune)
         else:
             if profile:
                 raise UsageError("--profile profiles one process: leave out --nproc")
@@ -93,7 +96,7 @@ def bench(
             result = run_bench_ranks(
                 nproc, timeout, port, lambda phase: advance(f"rank 0: {phase}", 0, 0),
                 model_path=str(model or default_model()), shapes=sizes, device=device,
-                dtype=dtype, modes=chosen, rounds=rounds, pad=pad)
+                dtype=dtype, modes=chosen, rounds=rounds, pad=pad, max_autotune=max_autotune)
         op_rows = []
         if ops and not result.interrupted:
             from aclcap_ops import load, opbench
@@ -104,7 +107,7 @@ def bench(
     doc = report.document("bench", result.device, result.result_rows(), model=result.model,
                           dtype=result.dtype, mechanism=result.mechanism, rounds=result.rounds,
                           interrupted=result.interrupted, ops=op_rows,
-                          copy_gbps=result.copy_gbps,
+                          copy_gbps=result.copy_gbps, max_autotune=result.max_autotune,
                           step_bytes={str(k): asdict(v) for k, v in result.step_bytes.items()},
                           profile=[asdict(p) for p in result.profiles])
     for path in (json_path, save_baseline):

@@ -13,6 +13,7 @@ from aclcap.cli._options import (
     DeviceOpt,
     DtypeOpt,
     JsonOpt,
+    MaxAutotuneOpt,
     NprocOpt,
     PerRankOpt,
     PortOpt,
@@ -52,6 +53,7 @@ def capture(
         "--fail-on-recompile", help="Exit 1 when torch.compile compiles again at any size "
         "after the first (counted by Dynamo's counters; each one is listed with its guard).")
     ] = False,
+    max_autotune: MaxAutotuneOpt = False,
     nproc: NprocOpt = None,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
@@ -105,7 +107,8 @@ def capture(
             result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect,
                                  stepper(progress), use_cache=not no_cache,
                                  compile_backend=compile_backend,
-                                 fail_on_recompile=fail_on_recompile)
+                                 fail_on_recompile=fail_on_recompile,
+                                 max_autotune=max_autotune)
         else:
             from aclcap.capture.ranks import run_capture_ranks
 
@@ -115,7 +118,8 @@ def capture(
             result = run_capture_ranks(
                 str(model), nproc, sizes, device, dtype,
                 {"fullgraph": fullgraph, "pad": pad, "use_cache": not no_cache,
-                 "compile_backend": compile_backend, "fail_on_recompile": fail_on_recompile},
+                 "compile_backend": compile_backend, "fail_on_recompile": fail_on_recompile,
+                 "max_autotune": max_autotune},
                 timeout, port, lambda phase: advance(f"rank 0: {phase}", 0, 0))
     if json_path:
         report.write_json(json_path, report.document(

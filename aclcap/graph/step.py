@@ -63,14 +63,14 @@ class StepContext:
 
 
 def prepare_step(model_path: str, device: str, dtype: str,
-                 compile_backend: str | None = None) -> StepContext:
+                 compile_backend: str | None = None, max_autotune: bool = False) -> StepContext:
     """Parse and resolve the options, load the model file and build the module; bad input
     raises UsageError before any work starts."""
     from aclcap.graph.backends import backend_for
 
     torch_dtype = parse_dtype(dtype)
     resolved = resolve_device(device)
-    backend = backend_for(resolved, compile_backend)
+    backend = backend_for(resolved, compile_backend, max_autotune)
     torch._dynamo.reset()  # each run compiles afresh: no guards or caches of an earlier one
     spec = load_model_file(model_path)
     model = instantiate_model(spec, resolved, torch_dtype)
