@@ -352,7 +352,7 @@ def bench_lines(report: BenchReport) -> list[str]:
         lines.append(f"size {size}: padded replay takes {ratio:.2f}x the exact-size graph's step "
                      "time")
     if report.device == "cpu":
-        lines.append("on cpu all time is host time: device (µs) is — and host = step time")
+        lines.append("on cpu all time is host time: no device time (—), and host time = step time")
     for r in report.rows:
         if r.per_rank:
             each = ", ".join(f"rank {p['rank']} {p['step_median_us']:.1f}" for p in r.per_rank)
@@ -401,11 +401,11 @@ def floor_lines(report: BenchReport) -> list[str]:
     for size, b in report.step_bytes.items():
         over = ", ".join(f"{r.mode} {r.over_floor:.1f}x" for r in report.rows
                          if r.size == size and r.over_floor is not None)
-        floor = b.total / (report.copy_gbps or 1) / 1e3
+        gbps = report.read_gbps[size]
         lines.append(f"size {size}: a step moves {b.total / 2**20:.1f} MiB (weights "
                      f"{b.params_bytes / 2**20:.1f}, inputs {b.inputs_bytes / 2**20:.1f}, "
-                     f"written {b.written_bytes / 2**20:.2f}): floor {floor:.0f} µs at "
-                     f"{report.copy_gbps:.1f} GB/s; {over}")
+                     f"written {b.written_bytes / 2**20:.2f}): floor {b.total / gbps / 1e3:.0f} "
+                     f"µs at {gbps:.1f} GB/s (a read pass over as many bytes); {over}")
     return lines
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aclcap.bench.floor import StepBytes, copy_bandwidth, step_bytes
+from aclcap.bench.floor import StepBytes, read_bandwidth, step_bytes
 from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.timing import (
     BlockTime,
@@ -63,7 +63,7 @@ class BenchReport:
     ranks: int | None = None
     profiles: list[StepProfile] = field(default_factory=list)  # --profile
     step_bytes: dict[int, StepBytes] = field(default_factory=dict)  # per exact size
-    copy_gbps: float | None = None  # the bandwidth the floors are priced at
+    read_gbps: dict[int, float] = field(default_factory=dict)  # per size: its floor's rate
     max_autotune: bool = False  # graph mode's artifact compiled with --max-autotune
 
     def result_rows(self) -> list[dict]:
@@ -244,14 +244,14 @@ def run_bench(
 def set_floors(report: BenchReport, model: torch.nn.Module, inputs: Callable[[int], tuple],
                sizes: list[int]) -> None:
     """Each exact size's memory floor, and every row's time over it."""
-    bandwidth = copy_bandwidth(report.device)
-    report.copy_gbps = bandwidth / 1e9
     for size in sizes:
-        report.step_bytes[size] = step_bytes(model, inputs(size))
+        report.step_bytes[size] = counted = step_bytes(model, inputs(size))
+        report.read_gbps[size] = read_bandwidth(report.device, counted.total) / 1e9
     for row in report.rows:
         if row.size in report.step_bytes and row.mode != "padded":
-            row.floor_us = report.step_bytes[row.size].total / bandwidth * 1e6
+            row.floor_us = report.step_bytes[row.size].total / report.read_gbps[row.size] / 1e3
             row.over_floor = row.step_median_us / row.floor_us
+
 
 def set_speedups(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]]) -> None:
     """Each row's speedup over eager at its size: the median of the per-round ratios, so

@@ -107,7 +107,8 @@ def bench(
     doc = report.document("bench", result.device, result.result_rows(), model=result.model,
                           dtype=result.dtype, mechanism=result.mechanism, rounds=result.rounds,
                           interrupted=result.interrupted, ops=op_rows,
-                          copy_gbps=result.copy_gbps, max_autotune=result.max_autotune,
+                          read_gbps={str(k): v for k, v in result.read_gbps.items()},
+                          max_autotune=result.max_autotune,
                           step_bytes={str(k): asdict(v) for k, v in result.step_bytes.items()},
                           profile=[asdict(p) for p in result.profiles])
     for path in (json_path, save_baseline):
