@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 
 import torch
 
@@ -32,6 +33,11 @@ def unavailable_reason(device: str) -> str | None:
             return "npu: no Ascend device found (torch.npu.is_available() is False)"
         return None
     raise UsageError(f"unknown device {device!r}: choose one of auto, {', '.join(DEVICES)}")
+
+
+def synchronizer(device: str) -> Callable[[], None]:
+    """Wait for the device's queued work (nothing to wait for on cpu): timings read after it."""
+    return getattr(torch, device).synchronize if device != "cpu" else (lambda: None)
 
 
 def resolve_device(name: str) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from aclcap._tensors import clone_tensors, wait_collectives
+from aclcap.devices import synchronizer
 
 
 @dataclass
@@ -71,7 +72,7 @@ def read_bandwidth(device: str, nbytes: int) -> float:
     writes) over a buffer of `nbytes`, touched before: in the cache exactly when a step's
     `nbytes` would be. The bandwidth the floor is priced at."""
     buf = torch.randint(0, 1 << 20, (max(1, nbytes // 4),), dtype=torch.int32, device=device)
-    sync = getattr(torch, device).synchronize if device != "cpu" else (lambda: None)
+    sync = synchronizer(device)
     times = []
     for _ in range(9):
         sync()

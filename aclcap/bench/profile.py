@@ -12,6 +12,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from aclcap._quiet import kineto_status_lines_dropped
+from aclcap.devices import synchronizer
 
 TOP = 8
 PROFILE_STEPS = 10
@@ -38,7 +39,7 @@ def profile_step(fn: Callable[[], object], size: int, mode: str, device: str,
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    sync = getattr(torch, device).synchronize if device != "cpu" else (lambda: None)
+    sync = synchronizer(device)
     with torch.no_grad():
         fn()
         sync()

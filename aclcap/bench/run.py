@@ -45,7 +45,7 @@ class BenchRow:
     speedup_vs_eager: float | None = None
     spread: float = 0.0  # p90 / median over rounds
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
-    floor_us: float | None = None  # the step's bytes at the measured copy bandwidth
+    floor_us: float | None = None  # the step's bytes at the measured read bandwidth
     over_floor: float | None = None  # step median / floor
 
 
