@@ -1,0 +1,191 @@
+"""One record of a real call of an op: what went in, what came out, what it wrote and what
+it aliased. Harvesting, capture's fake cross-check and meta synthesis all read calls through
+it, so "a call" means the same thing everywhere (as torch's frozen OpProfile does for
+draft_export, which keeps rank and dtype only: synthesis needs every size and stride).
+
+`ObservedCall` is plain data (JSON-able, it crosses the worker pipe); `RecordedCall` pairs
+it with the cloned arguments and outputs for the checks that rerun the call."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from aclcap._tensors import clone_tensors
+from aclcap.meta.sample_inputs import SampleInput
+
+BUILD, STEP, DECLARED, VARIATION = "build", "step", "declared", "variation"
+
+
+@dataclass(frozen=True)
+class TensorFacts:
+    """Metadata of one tensor; `aliases` names the input argument whose storage an output
+    shares, `is_input` says the output is that input itself (same view)."""
+
+    shape: tuple[int, ...]
+    dtype: str  # "float32": str(torch.float32) without the "torch." prefix
+    strides: tuple[int, ...]
+    storage_offset: int
+    aliases: str | None = None
+    is_input: bool = False
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class ArgFacts:
+    """One schema argument as called: a tensor's facts, or a non-tensor value as JSON-able
+    data (ints, floats, bools, lists, None; a dtype as its name)."""
+
+    name: str
+    tensor: TensorFacts | None = None
+    tensors: tuple[TensorFacts, ...] | None = None  # Tensor[] arguments
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class ObservedCall:
+    """One real call of `op` (`ns::name.overload`). `outputs` is None where only the inputs
+    were recorded; an output that is None (an optional result) is None in the tuple."""
+
+    op: str
+    args: tuple[ArgFacts, ...]
+    outputs: tuple[TensorFacts | None, ...] | None = None
+    written: tuple[str, ...] = ()  # argument names whose bytes changed, byte-exact
+    site: str = ""  # "model.py:33", where known
+    phase: str = STEP  # BUILD, STEP, DECLARED or VARIATION
+
+    def key(self) -> tuple:
+        """The one dedup rule: op, and per argument its shape, dtype and strides or value."""
+        return (self.op, *((a.name, a.tensor.shape, a.tensor.dtype, a.tensor.strides)
+                           if a.tensor else (a.name, repr(a.tensors or a.value))
+                           for a in self.args))
+
+    def arg(self, name: str) -> ArgFacts:
+        return next(a for a in self.args if a.name == name)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ObservedCall:
+        def facts(t: dict | None) -> TensorFacts | None:
+            return None if t is None else TensorFacts(
+                tuple(t["shape"]), t["dtype"], tuple(t["strides"]), t["storage_offset"],
+                t.get("aliases"), t.get("is_input", False))
+
+        args = tuple(ArgFacts(a["name"], facts(a["tensor"]),
+                              None if a["tensors"] is None else tuple(map(facts, a["tensors"])),
+                              a["value"]) for a in d["args"])
+        outputs = None if d["outputs"] is None else tuple(map(facts, d["outputs"]))
+        return cls(d["op"], args, outputs, tuple(d["written"]), d["site"], d["phase"])
+
+
+@dataclass
+class RecordedCall:
+    """An observed call with its cloned inputs (before the call) and outputs."""
+
+    call: ObservedCall
+    sample: SampleInput
+    outputs: Any = None
+
+
+def qualname(op: torch._ops.OpOverload) -> str:
+    return f"{op._schema.name}.{op._overloadname or 'default'}"
+
+
+def bind(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list[tuple[Any, Any]]:
+    """(schema argument, value) pairs, positional and keyword alike, in schema order."""
+    bound = []
+    for i, arg in enumerate(op._schema.arguments):
+        if i < len(args):
+            bound.append((arg, args[i]))
+        elif arg.name in kwargs:
+            bound.append((arg, kwargs[arg.name]))
+    return bound
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def tensor_facts(t: torch.Tensor, aliases: str | None = None, is_input: bool = False
+                 ) -> TensorFacts:
+    return TensorFacts(tuple(t.shape), _dtype_name(t.dtype), tuple(t.stride()),
+                       t.storage_offset(), aliases, is_input)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.dtype):
+        return _dtype_name(value)
+    if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def arg_facts(arg: Any, value: Any) -> ArgFacts:
+    if isinstance(value, torch.Tensor):
+        return ArgFacts(arg.name, tensor=tensor_facts(value))
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, torch.Tensor) for v in value):
+        return ArgFacts(arg.name, tensors=tuple(tensor_facts(v) for v in value))
+    return ArgFacts(arg.name, value=_plain(value))
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().reshape(-1).contiguous().view(torch.uint8)
+
+
+def _named_tensors(bound: list[tuple[Any, Any]]) -> list[tuple[str, torch.Tensor]]:
+    named = []
+    for arg, value in bound:
+        if isinstance(value, torch.Tensor):
+            named.append((arg.name, value))
+        elif isinstance(value, (list, tuple)):
+            named += [(arg.name, v) for v in value if isinstance(v, torch.Tensor)]
+    return named
+
+
+def _output_facts(out: torch.Tensor, inputs: list[tuple[str, torch.Tensor]]) -> TensorFacts:
+    storage = out.untyped_storage().data_ptr()
+    for name, t in inputs:
+        if t.untyped_storage().data_ptr() == storage and out.numel() and t.numel():
+            same = (out.shape, out.stride(), out.storage_offset(), out.dtype) == (
+                t.shape, t.stride(), t.storage_offset(), t.dtype)
+            return tensor_facts(out, aliases=name, is_input=same)
+    return tensor_facts(out)
+
+
+def observe(op: torch._ops.OpOverload, args: tuple, kwargs: dict | None = None, *,
+            site: str = "", phase: str = STEP) -> RecordedCall:
+    """Run the real kernel on copies of the arguments and record the whole call: outputs,
+    aliasing, and which arguments it wrote (compared byte for byte, never by a mean).
+    Raises what the kernel raises: a rejected input is no observation."""
+    kwargs = kwargs or {}
+    before = SampleInput(*clone_tensors((tuple(args), dict(kwargs))))
+    run_args, run_kwargs = clone_tensors((before.args, before.kwargs))
+    bound = bind(op, run_args, run_kwargs)
+    inputs = _named_tensors(bound)
+    snapshot = [(name, _bytes(t).clone()) for name, t in inputs]
+    out = op(*run_args, **run_kwargs)
+    written: list[str] = []
+    for (name, old), (_, t) in zip(snapshot, inputs, strict=True):
+        if name not in written and not torch.equal(old, _bytes(t)):
+            written.append(name)
+    returns = op._schema.returns
+    leaves = () if not returns else tuple(out) if len(returns) > 1 else (out,)
+    outputs = tuple(_output_facts(o, inputs) if isinstance(o, torch.Tensor) else None
+                    for o in leaves)
+    call = ObservedCall(qualname(op), tuple(arg_facts(a, v) for a, v in
+                                            bind(op, before.args, before.kwargs)),
+                        outputs, tuple(written), site, phase)
+    return RecordedCall(call, before, out)
