@@ -100,11 +100,17 @@ class AliasRule:
     arg: str | None = None
 
 
+NONE_CONDITIONS = ("is None", "is not None", "== 0", "!= 0", "> 0", "<= 0", "< 0", ">= 0",
+                   "is True", "is False")
+
+
 @dataclass(frozen=True)
 class OutputRule:
     """One output. `shape` is None for an output that is always None; `none_when` names a
     float/bool/optional argument whose value decides whether the output is None
-    (e.g. `("scale", "is None")`), inferred from the observations."""
+    (e.g. `("scale", "is None")`), inferred from the observations. The condition is one of
+    NONE_CONDITIONS, written so that `f"{arg} {condition}"` is the Python test; the output
+    is None exactly where it holds."""
 
     shape: tuple[Expr | Unbacked, ...] | WholeShape | None
     dtype: DtypeRule | None = None
