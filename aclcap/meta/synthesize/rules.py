@@ -140,3 +140,4 @@ class OpRule:
     held_out: int = 0  # calls it was checked on and not fitted on
     evidence: str = ""  # "9 calls; sizes 1..64; float32, bfloat16"
     verified: str | None = None  # "verified on N unseen calls" or the failing check
+    notes: list[str] = field(default_factory=list)  # what the inference could not settle
