@@ -93,9 +93,10 @@ def test_variations_are_deterministic_bounded_and_kinded(bundled):
     assert first == [v.description for v in variations(op, sample)]
     assert len(first) == len(set(first))
     kinds = [v.kind for v in variations(op, sample)]
-    assert kinds == sorted(kinds, key=["dim", "dim-alone", "int", "dtype"].index)
-    assert {"dim", "dim-alone", "dtype"} <= set(kinds)
-    assert first[0] == "key dim 0, value dim 0, slot_mapping dim 0: 5 -> 10"
+    assert kinds == sorted(kinds, key=["values", "dim", "dim-alone", "int", "dtype"].index)
+    assert {"values", "dim", "dim-alone", "dtype"} <= set(kinds)
+    assert first[:2] == ["key, value, key_cache, value_cache, slot_mapping: values redrawn",
+                         "key dim 0, value dim 0, slot_mapping dim 0: 5 -> 10"]
     assert len(list(variations(op, sample, limit=4))) == 4
 
 
@@ -138,3 +139,14 @@ def test_dtype_variation_keeps_other_dtypes():
         assert v.sample.args[2].dtype == torch.float32
         assert v.sample.args[0].dtype == v.sample.args[1].dtype != torch.bfloat16
     assert x.dtype == torch.bfloat16
+
+
+def test_values_redrawn_from_their_own(bundled):
+    op = _op("reshape_and_cache")
+    sample = _sample(bundled, "reshape_and_cache")
+    varied = next(variations(op, sample))
+    assert varied.kind == "values"
+    slots, new_slots = sample.args[4], varied.sample.args[4]
+    assert new_slots.shape == slots.shape and set(new_slots.tolist()) <= set(slots.tolist())
+    assert not torch.equal(varied.sample.args[0], sample.args[0])
+    op(*varied.sample.args)

@@ -19,7 +19,7 @@ import torch
 from aclcap.meta.observe import bind
 from aclcap.meta.sample_inputs import SampleInput
 
-Kind = Literal["dim", "dim-alone", "int", "dtype"]
+Kind = Literal["values", "dim", "dim-alone", "int", "dtype"]
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_VARIATIONS = 40  # per sample: ~3 sizes x a handful of distinct dims, ints and dtypes
 MAX_BYTES = 256 << 20  # a variation never allocates more than this in all
@@ -227,6 +227,22 @@ def _dtype_variations(op: torch._ops.OpOverload, sample: SampleInput,
                                     f"{a.name}: {_name(value)} -> {_name(dtype)}", "dtype")
 
 
+def _values_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """The same shapes with other values: each tensor's elements drawn again from its own
+    (with replacement, seeded), so index values stay valid while counts change. An
+    output size that differs between the two calls follows the data."""
+    generator = torch.Generator().manual_seed(0)
+    new = {}
+    for _, slot, value in _slots(op, sample):
+        if isinstance(value, torch.Tensor) and value.numel() > 1:
+            flat = value.reshape(-1)
+            picks = torch.randint(0, flat.numel(), (flat.numel(),), generator=generator)
+            new[slot] = flat[picks.to(flat.device)].reshape(value.shape).clone()
+    if new:
+        yield Variation(_replace(sample, new),
+                        f"{', '.join(s.name for s in new)}: values redrawn", "values")
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -234,10 +250,11 @@ def _name(dtype: torch.dtype) -> str:
 def variations(op: torch._ops.OpOverload, sample: SampleInput,
                dtypes: Sequence[torch.dtype] = FLOAT_DTYPES,
                limit: int = MAX_VARIATIONS) -> Iterator[Variation]:
-    """Every variation of `sample`, in a fixed order (shared dims, dims alone, ints,
-    dtypes), at most `limit`. The sample itself is left untouched."""
+    """Every variation of `sample`, in a fixed order (values, shared dims, dims alone,
+    ints, dtypes), at most `limit`. The sample itself is left untouched."""
     produced = 0
-    for made in (_dim_variations(op, sample), _int_variations(op, sample),
+    for made in (_values_variation(op, sample), _dim_variations(op, sample),
+                 _int_variations(op, sample),
                  _dtype_variations(op, sample, dtypes)):
         for variation in made:
             if produced == limit:
