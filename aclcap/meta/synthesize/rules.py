@@ -1,0 +1,143 @@
+"""What synthesis infers about an op, as data: per output a shape made of small integer
+expressions over the inputs, a dtype rule, a layout rule and an alias rule; per op what it
+writes. infer.py produces these from observed calls, emit_python.py and emit_cpp.py turn them
+into source, and the report prints them in words: each stage reads only this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# --- integer expressions ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Const:
+    value: int
+
+
+@dataclass(frozen=True)
+class Dim:
+    """`arg.shape[index]`; index may be negative (counted from the last dim), which is how
+    a rule stays right for inputs of other ranks. `item` picks a tensor of a Tensor[] arg."""
+
+    arg: str
+    index: int
+    item: int | None = None
+
+
+@dataclass(frozen=True)
+class Numel:
+    arg: str
+    item: int | None = None
+
+
+@dataclass(frozen=True)
+class IntArg:
+    """An int argument's value, or one element of an int[] argument (`index`)."""
+
+    arg: str
+    index: int | None = None
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """`left op right`; "//" floors and "ceil//" rounds up (emitted as -(-a // b))."""
+
+    op: Literal["+", "-", "*", "//", "ceil//"]
+    left: Expr
+    right: Expr
+
+
+Expr = Const | Dim | Numel | IntArg | BinOp
+
+
+@dataclass(frozen=True)
+class Unbacked:
+    """No expression fits every observation: a data-dependent size
+    (`ctx.new_dynamic_size()`), said as such in the report."""
+
+    min_seen: int
+    max_seen: int
+
+
+@dataclass(frozen=True)
+class WholeShape:
+    """The whole shape is an int[] argument's value (`out = x.new_empty(size)`)."""
+
+    arg: str
+
+
+# --- dtype, layout, alias ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DtypeRule:
+    """fixed: `dtype` names it ("uint8"); like: same as tensor argument `arg`; arg: the value
+    of a ScalarType argument `arg`; promote: torch.result_type over the tensor arguments
+    `args`."""
+
+    kind: Literal["fixed", "like", "arg", "promote"]
+    dtype: str | None = None
+    arg: str | None = None
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LayoutRule:
+    """contiguous, or the stride order of tensor argument `arg` (empty_like semantics)."""
+
+    kind: Literal["contiguous", "like"]
+    arg: str | None = None
+
+
+@dataclass(frozen=True)
+class AliasRule:
+    """none: a fresh tensor; input: returns argument `arg` itself; view: a view of `arg`
+    (of the output's shape)."""
+
+    kind: Literal["none", "input", "view"]
+    arg: str | None = None
+
+
+NONE_CONDITIONS = ("is None", "is not None", "== 0", "!= 0", "> 0", "<= 0", "< 0", ">= 0",
+                   "is True", "is False")
+
+
+@dataclass(frozen=True)
+class OutputRule:
+    """One output. `shape` is None for an output that is always None; `none_when` names a
+    float/bool/optional argument whose value decides whether the output is None
+    (e.g. `("scale", "is None")`), inferred from the observations. The condition is one of
+    NONE_CONDITIONS, written so that `f"{arg} {condition}"` is the Python test; the output
+    is None exactly where it holds."""
+
+    shape: tuple[Expr | Unbacked, ...] | WholeShape | None
+    dtype: DtypeRule | None = None
+    layout: LayoutRule = LayoutRule("contiguous")
+    alias: AliasRule = AliasRule("none")
+    none_when: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class SchemaDefect:
+    """What the kernel does that its schema does not say, with the corrected schema."""
+
+    message: str  # "writes `cache` but the schema does not mark it mutable"
+    corrected_schema: str
+
+
+@dataclass
+class OpRule:
+    """Everything inferred for one op overload (`ns::name.overload`)."""
+
+    op: str
+    schema: str
+    outputs: list[OutputRule]
+    writes: list[str] = field(default_factory=list)
+    defects: list[SchemaDefect] = field(default_factory=list)
+    fitted_on: int = 0  # calls the rule was fitted on
+    held_out: int = 0  # calls it was checked on and not fitted on
+    evidence: str = ""  # "9 calls; sizes 1..64; float32, bfloat16"
+    verified: str | None = None  # "verified on N unseen calls" or the failing check
+    notes: list[str] = field(default_factory=list)  # what the inference could not settle
