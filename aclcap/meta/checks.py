@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -22,7 +21,7 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line
 from aclcap.meta.fakecheck import compare_fake, data_dependent_dims, run_fake
-from aclcap.meta.observe import RecordedCall, bind, observe
+from aclcap.meta.observe import RecordedCall, bind, named_tensors, observe
 from aclcap.meta.registry import MetaKind, meta_impl, resolve_overload
 from aclcap.meta.sample_inputs import SampleInput
 from aclcap.meta.variations import new_sizes, vary_dim
@@ -87,18 +86,6 @@ class OpCheck:
 # A check sees every real call of the op (each sample, run once on copies) and records
 # findings on `check.out`.
 Check = Callable[[OpCheck, list[RecordedCall]], None]
-
-
-def _named_tensors(bound: list[tuple[Any, Any]]) -> list[tuple[str, torch.Tensor]]:
-    """Tensors by the name a reason gives them: `x`, or `xs[1]` inside a Tensor[]."""
-    named = []
-    for arg, value in bound:
-        if isinstance(value, torch.Tensor):
-            named.append((arg.name, value))
-        elif isinstance(value, (list, tuple)):
-            named += [(f"{arg.name}[{i}]", v) for i, v in enumerate(value)
-                      if isinstance(v, torch.Tensor)]
-    return named
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -194,7 +181,7 @@ def check_dynamic(check: OpCheck, runs: list[RecordedCall]) -> None:
             check.out.fail(f"meta impl fails with symbolic sizes: {first_line(exc)}",
                            key="dynamic")
             continue
-        for arg_name, t in _named_tensors(bind(check.op, fake.args, fake.kwargs)):
+        for arg_name, t in named_tensors(bind(check.op, fake.args, fake.kwargs), indexed=True):
             for dim, size in enumerate(t.shape):
                 key = f"dynamic:{arg_name}:{dim}"
                 # Sizes 0 and 1 are specialized by torch itself when the fake is made.
