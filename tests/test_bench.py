@@ -10,7 +10,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from aclcap.bench.baseline import regressions
 from aclcap.bench.run import eager_launches
-from aclcap.graph.model import instantiate_model, load_model_file, make_step_inputs
+from aclcap.loading.model_file import instantiate_model, load_model_file, make_step_inputs
 from tests.conftest import ROOT, aclcap, aclcap_process
 
 TINY = str(ROOT / "examples" / "tiny_llama.py")

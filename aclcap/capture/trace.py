@@ -15,8 +15,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line, first_text_line
 from aclcap.graph.compiles import Compile
+from aclcap.loading.libraries import BUILTIN_NAMESPACES
 from aclcap.meta.fakecheck import fake_mismatches
-from aclcap.meta.registry import BUILTIN_NAMESPACES, MISSING, list_ops
+from aclcap.meta.registry import MISSING, list_ops
 from aclcap.meta.sample_inputs import SampleInput
 
 

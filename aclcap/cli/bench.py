@@ -68,7 +68,7 @@ def bench(
     from aclcap import report
     from aclcap.bench.baseline import load_baseline, regressions
     from aclcap.bench.run import parse_modes, run_bench
-    from aclcap.graph.model import parse_shapes
+    from aclcap.loading.model_file import parse_shapes
 
     for option, path in (("--json", json_path), ("--plot", plot),
                          ("--save-baseline", save_baseline)):

@@ -85,7 +85,7 @@ def capture(
     break with --fullgraph, or a recompile with --fail-on-recompile."""
     from aclcap import report
     from aclcap.capture.run import run_capture
-    from aclcap.graph.model import parse_shapes
+    from aclcap.loading.model_file import parse_shapes
 
     check_output_path("--json", json_path)
     if plan_sizes:

@@ -11,7 +11,7 @@ import torch
 
 from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
-from aclcap.graph.model import (
+from aclcap.loading.model_file import (
     ModelSpec,
     instantiate_model,
     load_model_file,

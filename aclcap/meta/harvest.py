@@ -74,7 +74,7 @@ class _Recorder(TorchFunctionMode):
 def harvest(model_path: str, shapes: list[int] | None, namespaces: set[str],
             device: str, dtype: torch.dtype, into: Harvested) -> None:
     """Run the model's eager step at each size and record the calls into `into`."""
-    from aclcap.graph.model import instantiate_model, load_model_file, make_step_inputs
+    from aclcap.loading.model_file import instantiate_model, load_model_file, make_step_inputs
 
     spec = load_model_file(model_path)
     model = instantiate_model(spec, device, dtype)

@@ -17,14 +17,6 @@ BACKEND_KEYS = ("CPU", "CUDA", "PrivateUse1", "CompositeExplicitAutograd",
 MISSING = "missing"
 NO_TENSOR = "no_tensor"
 COMPOSITE_CPP = "composite_cpp"
-# Namespaces that ship with torch: everything else is a custom op.
-BUILTIN_NAMESPACES = frozenset({
-    "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "_native", "_quantized",
-    "_test", "aten", "c10d", "c10d_functional", "debug_mode_ops", "debugprims", "export",
-    "higher_order", "inductor", "inductor_prims", "mkl", "mkldnn", "mkldnn_prepacked",
-    "onednn", "prim", "prims", "profiler", "quantization", "quantized", "rngprims", "sparse",
-    "static_runtime", "symm_mem", "streams", "onnx", "onnx_symbolic", "fsdp",
-    "quantized_decomposed", "_inductor_test", "cplib", "flex_lib"})
 
 
 @dataclass

@@ -37,9 +37,9 @@ def main() -> None:
     import torch
 
     from aclcap.errors import first_line
+    from aclcap.loading.libraries import load_libraries
     from aclcap.meta.checks import check_op
     from aclcap.meta.harvest import Harvested, harvest
-    from aclcap.meta.libload import load_libraries
 
     load_libraries(request["libs"])
     dtypes = [getattr(torch, name) for name in request["dtypes"]]

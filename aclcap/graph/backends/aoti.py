@@ -22,9 +22,9 @@ from aclcap.graph.backends.base import Captured
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.graph.distributed import settle
 from aclcap.graph.export import SizeRange, export_ranges
-from aclcap.graph.model import ModelSpec
 from aclcap.graph.step import StepContext
-from aclcap.meta.libload import BUNDLED
+from aclcap.loading.libraries import BUNDLED
+from aclcap.loading.model_file import ModelSpec
 
 
 def default_cache_dir() -> Path:
