@@ -215,9 +215,10 @@ def test_max_autotune_compiles_gemm_templates_into_the_artifact():
 def test_max_autotune_is_refused_off_cpu():
     from aclcap.errors import UsageError
     from aclcap.graph.backends import backend_for
+    from aclcap.graph.options import StepOptions
 
     with pytest.raises(UsageError, match="--compile-backend"):
-        backend_for("cuda", max_autotune=True)
+        backend_for("cuda", StepOptions(max_autotune=True))
 
 
 def test_corrupt_cached_artifact_is_rebuilt(tmp_path):
