@@ -46,10 +46,12 @@ def run_bench_ranks(options: BenchOptions, on_phase: Callable[[str], None] | Non
     """Bench on `options.nproc` ranks; bad input, a rank's error or a deadlock raise."""
     from aclcap.devices import resolve_device
 
+    if options.nproc is None:
+        raise ValueError("run_bench_ranks needs options.nproc")
     if options.profile:
         raise UsageError("--profile profiles one process: leave out --nproc")
     resolved = resolve_device(options.device)
     options = replace(with_model(options), device=resolved)
-    reports = launch(bench_rank, {"options": options}, options.nproc or 1, resolved,
-                     options.timeout, options.port, Path(options.model or ""), on_phase)
+    reports = launch(bench_rank, {"options": options}, options.nproc, resolved,
+                     options.timeout, options.port, Path(str(options.model)), on_phase)
     return merge_ranks(reports)

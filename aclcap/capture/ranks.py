@@ -153,10 +153,12 @@ def run_capture_ranks(options: CaptureOptions, on_phase: Callable[[str], None] |
     """Capture on `options.nproc` ranks; bad input, a rank's error or a deadlock raise."""
     from aclcap.devices import resolve_device
 
+    if options.nproc is None or options.model is None:
+        raise ValueError("run_capture_ranks needs options.nproc and options.model")
     if options.bisect:
         raise UsageError("--bisect runs in one process: leave out --nproc")
     resolved = resolve_device(options.device)
     results = launch(capture_rank, {"options": replace(options, device=resolved)},
-                     options.nproc or 1, resolved, options.timeout, options.port,
-                     Path(options.model or ""), on_phase)
+                     options.nproc, resolved, options.timeout, options.port,
+                     Path(options.model), on_phase)
     return merge_ranks(results)
