@@ -69,6 +69,9 @@ class Target:
     output: str | None = None
     reason: str = ""
 
+    def to_dict(self) -> dict:
+        return asdict(self)
+
 
 @dataclass
 class BuildReport:
@@ -78,9 +81,6 @@ class BuildReport:
     @property
     def ok(self) -> bool:
         return all(t.status != Status.FAIL for t in self.targets)
-
-    def rows(self) -> list[dict]:
-        return [asdict(t) for t in self.targets]
 
 
 def ops_dir() -> Path:

@@ -63,6 +63,9 @@ class OpBenchRow:
     alloc_us: float | None  # out-of-place: floor with a fresh output minus prefaulted one
     f_rms_norm_us: float | None = None
 
+    def to_dict(self) -> dict:
+        return asdict(self)
+
 
 @dataclass
 class OpCase:
@@ -451,8 +454,3 @@ def measure_ops(
                 if on_row:
                     on_row(row)
     return rows
-
-
-def rows_as_dicts(rows: Iterable[OpBenchRow]) -> list[dict]:
-    """Rows as plain dicts, ready for json.dump."""
-    return [asdict(row) for row in rows]

@@ -20,7 +20,7 @@ import torch
 from rich.console import Console
 
 import aclcap_ops
-from aclcap.report import ops_table
+from aclcap.report import opbench as opbench_report
 from aclcap_ops import opbench
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -71,12 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         if not block:
             continue
         floor = statistics.median(r.floor_gbps for r in block)
-        console.print(ops_table(opbench.rows_as_dicts(block),
-                                f"[{tokens} tokens, {hidden} hidden]  median floor bandwidth "
-                                f"{floor:.1f} GB/s (each op's own access pattern)"))
+        console.print(opbench_report.render(
+            block, opbench_report.OPS_WIDE, f"[{tokens} tokens, {hidden} hidden]  median floor "
+            f"bandwidth {floor:.1f} GB/s (each op's own access pattern)"))
     console.print(f"done, {_load()}; kernel/floor and speedup are medians of per-round ratios")
     if args.json:
-        args.json.write_text(json.dumps(opbench.rows_as_dicts(rows), indent=1))
+        args.json.write_text(json.dumps(opbench_report.to_dicts(rows), indent=1))
         console.print(f"wrote {args.json}")
     return 0
 

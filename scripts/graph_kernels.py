@@ -14,11 +14,12 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from aclcap.graph.backends.device import DeviceGraphBackend
+from aclcap.graph.options import StepOptions
 from aclcap.graph.step import prepare_step
 
 
 def kernels_per_replay(model_path: str, size: int, device: str, compile_backend: str) -> int:
-    step = prepare_step(model_path, device, "float32")
+    step = prepare_step(StepOptions(model=model_path, device=device))
     backend = DeviceGraphBackend(device, compile_backend=compile_backend)
     (captured,) = backend.capture(step, [size])
     captured.replay(captured.static_inputs)

@@ -9,6 +9,7 @@ import torch
 from aclcap.capture.accuracy import LOGPROB_ATOL, logprob_check
 from aclcap.capture.run import REPLAYS, _replay_row
 from aclcap.graph.backends.base import Captured
+from aclcap.graph.options import StepOptions
 from aclcap.graph.step import prepare_step
 from tests.conftest import ROOT
 
@@ -60,7 +61,8 @@ class _FirstReplayStale:
 
 
 def test_double_replay_names_a_stale_first_replay():
-    step = prepare_step(str(ROOT / "tests" / "models" / "diverging.py"), "cpu", "float32")
+    step = prepare_step(StepOptions(model=str(ROOT / "tests" / "models" / "diverging.py"),
+                                    device="cpu"))
     replay = _FirstReplayStale(step.model)
     cap = Captured(2, 1.0, 0, replay)
     row = _replay_row(step, cap, "aoti")

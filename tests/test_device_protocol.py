@@ -151,4 +151,4 @@ def test_protocol_warm_up_records_compiles_and_none_happen_in_capture():
     assert [(c.size, c.kind) for c in log.compiles] == [
         (8, "first_compile"), (1, "0/1_specialization")]
     assert log.compiles[0].dynamic == {"x": [0]}
-    assert backend.summary()["compiles"] == 2
+    assert backend.summary().compiles == 2

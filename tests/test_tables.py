@@ -12,11 +12,17 @@ from dataclasses import replace
 import pytest
 from rich.console import Console, RenderableType
 
-from aclcap import report
+from aclcap.bench.options import BenchOptions
 from aclcap.bench.run import BenchReport, run_bench
+from aclcap.capture.options import CaptureOptions
 from aclcap.capture.run import CaptureReport, run_capture
 from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.runner import MetaReport, check_meta
+from aclcap.report import bench as bench_report
+from aclcap.report import capture as capture_report
+from aclcap.report import check_meta as meta_report
+from aclcap.report import opbench as ops_report
+from aclcap.report import profile as profile_report
 from aclcap.status import Status
 from aclcap_ops import opbench
 from tests.conftest import BADOPS, ROOT
@@ -25,9 +31,10 @@ ONE_LINEAR = str(ROOT / "examples" / "one_linear.py")  # the fastest model to ca
 NARROW, WIDE = 80, 120
 
 
-def render(table: RenderableType, width: int) -> str:
+def render(table: RenderableType | list[RenderableType], width: int) -> str:
     console = Console(width=width, record=True, file=io.StringIO())
-    console.print(table)
+    for part in table if isinstance(table, list) else [table]:
+        console.print(part)
     return console.export_text()
 
 
@@ -40,13 +47,14 @@ def assert_fits(text: str, width: int, headers: tuple[str, ...]) -> None:
 
 @pytest.fixture(scope="module")
 def captured() -> CaptureReport:
-    return run_capture(ONE_LINEAR, [1, 2], "cpu")
+    return run_capture(CaptureOptions(model=ONE_LINEAR, shapes=(1, 2), device="cpu"))
 
 
 @pytest.fixture(scope="module")
 def benched(captured: CaptureReport) -> BenchReport:
     """After `captured`: the graph mode replays the artifact that capture compiled."""
-    return run_bench(ONE_LINEAR, [1, 2], "cpu", "float32", ["eager", "graph"], 5, profile=True)
+    return run_bench(BenchOptions(model=ONE_LINEAR, shapes=(1, 2), device="cpu",
+                                  modes=("eager", "graph"), rounds=5, profile=True))
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +70,7 @@ def widest_capture(real: CaptureReport) -> CaptureReport:
                     memory_bytes=20 * 2**30, max_abs_err=0.25, max_rel_err=1.5e-3,
                     token_agreement=0.875, max_logprob_err=2.5e-5, status=Status.FAIL,
                     reasons=[reason]) for size, padded in ((1, None), (3, 4)) for rank in (0, 1)]
-    return replace(real, backend={**real.backend, "ranks": 2}, rows=rows, rank_rows=rows)
+    return replace(real, backend=replace(real.backend, ranks=2), rows=rows, rank_rows=rows)
 
 
 def widest_bench(real: BenchReport) -> BenchReport:
@@ -75,18 +83,18 @@ def widest_bench(real: BenchReport) -> BenchReport:
     return replace(real, device="cuda", mechanism="cudagraph", ranks=2, rows=rows)
 
 
-def op_rows() -> list[dict]:
+def op_rows() -> list[opbench.OpBenchRow]:
     """Every bundled op at a large shape, with five-digit times."""
-    return opbench.rows_as_dicts(
+    return [
         opbench.OpBenchRow(op, "bfloat16", (4096, 4096), (4096, 8, 128), 2**27, 12345.6,
                            23456.7, 1234.5, 123.4, 12345.6, 123.4, 12.34, 1234.5, 23456.7)
-        for op in opbench.CASES)
+        for op in opbench.CASES]
 
 
 def test_capture_fits_80_columns_with_reasons_below(captured):
-    assert_fits(render(report.capture_table(captured, False, NARROW), NARROW), NARROW,
+    assert_fits(render(capture_report.capture_table(captured, False, NARROW), NARROW), NARROW,
                 ("size", "cap ms", "MiB", "abs err", "rel err", "status"))
-    text = render(report.capture_table(widest_capture(captured), True, NARROW), NARROW)
+    text = render(capture_report.capture_table(widest_capture(captured), True, NARROW), NARROW)
     assert_fits(text, NARROW, ("rank", "tokens", "lp err", "3→4", "20480", "fail"))
     assert "sizes 1 (rank 0), 1 (rank 1), 3 (rank 0), 3 (rank 1)" in text
     assert "output 0 differs from eager on replay 2" in text  # once, under the table
@@ -94,40 +102,40 @@ def test_capture_fits_80_columns_with_reasons_below(captured):
 
 
 def test_capture_keeps_its_columns_at_120(captured):
-    text = render(report.capture_table(widest_capture(captured), True, WIDE), WIDE)
+    text = render(capture_report.capture_table(widest_capture(captured), True, WIDE), WIDE)
     assert_fits(text, WIDE, ("mechanism", "reasons", "(pad→4)", "(as size 1)"))
 
 
 def test_bench_fits_80_columns(benched):
     for bench in (benched, widest_bench(benched)):
-        text = render(report.bench_table(bench, NARROW), NARROW)
+        text = render(bench_report.bench_table(bench, NARROW), NARROW)
         assert_fits(text, NARROW, ("size", "mode", "med µs", "p90 µs", "host µs", "dev µs",
                                    "launch", "vs eager", f"(graph mode: {bench.mechanism})"))
     assert "123457" in text and "compiled" in text and "123x" in text
 
 
 def test_bench_keeps_its_columns_at_120(benched):
-    text = render(report.bench_table(widest_bench(benched), WIDE), WIDE)
+    text = render(bench_report.bench_table(widest_bench(benched), WIDE), WIDE)
     assert_fits(text, WIDE, ("mechanism", "inductor", "launches/step", "each round the "
                              "slowest rank's"))
 
 
 def test_profile_fits_80_columns(benched):
     for size in (1, 2):
-        text = render(report.profile_table(benched, size), NARROW)
+        text = render(profile_report.profile_table(benched, size), NARROW)
         assert_fits(text, NARROW, ("eager", "graph", "µs", "(not seen by the profiler)"))
 
 
 def test_ops_fit_80_columns_and_show_all_at_ops_wide():
-    text = render(report.ops_table(op_rows(), width=NARROW), NARROW)
+    text = render(ops_report.render(op_rows(), NARROW), NARROW)
     assert_fits(text, NARROW, ("op", "dtype", "shape", "kern µs", "speedup", "/ floor",
                                "get_masked_input_and_mask", "4096x8x128", "bf16", "12346"))
-    wide = render(report.ops_table(op_rows(), width=report.OPS_WIDE), report.OPS_WIDE)
-    assert_fits(wide, report.OPS_WIDE, ("reference", "F.rms_norm", "GB/s", "alloc"))
+    wide = render(ops_report.render(op_rows(), ops_report.OPS_WIDE), ops_report.OPS_WIDE)
+    assert_fits(wide, ops_report.OPS_WIDE, ("reference", "F.rms_norm", "GB/s", "alloc"))
 
 
 def test_check_meta_fits_80_columns_in_3_lines_per_op(checked):
-    text = render(report.meta_table(checked, NARROW), NARROW)
+    text = render(meta_report.render(checked, NARROW), NARROW)
     assert_fits(text, NARROW, ("op / meta impl", "kernels", "status", "not_exercised",
                                "register_fake (badops.py:46)", "4 samples"))
     lines = text.splitlines()
@@ -143,6 +151,6 @@ def test_check_meta_fits_80_columns_in_3_lines_per_op(checked):
 
 
 def test_check_meta_keeps_schema_and_reasons_at_120(checked):
-    text = render(report.meta_table(checked, WIDE), WIDE)
+    text = render(meta_report.render(checked, WIDE), WIDE)
     assert_fits(text, WIDE, ("op / schema", "meta impl", "reasons", "(Tensor x) -> Tensor",
                              "samples: 4 declared"))

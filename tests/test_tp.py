@@ -58,7 +58,8 @@ def test_bench_on_two_ranks_reports_the_slowest_rank():
     assert [r["mode"] for r in rows] == ["eager", "graph"]
     for r in rows:
         assert [p["rank"] for p in r["per_rank"]] == [0, 1]
-        assert r["step_median_us"] >= min(p["step_median_us"] for p in r["per_rank"])
+        # each round's time is its slowest rank's, so the median is at least every rank's
+        assert r["step_median_us"] >= max(p["step_median_us"] for p in r["per_rank"])
     assert "each round the slowest rank's" in run.stderr
 
 

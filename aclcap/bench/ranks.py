@@ -8,15 +8,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from aclcap.bench.run import BenchReport, run_bench, set_speedups
+from aclcap.bench.options import BenchOptions
+from aclcap.bench.run import BenchReport, run_bench, set_speedups, with_model
 from aclcap.bench.timing import median_p90
+from aclcap.errors import UsageError
 from aclcap.graph.distributed import RankInfo, launch
 
 
-def bench_rank(info: RankInfo, **options) -> BenchReport:
+def bench_rank(info: RankInfo, options: BenchOptions) -> BenchReport:
     """One rank's bench (run by the launcher after the process group is up)."""
-    return run_bench(**options, on_progress=lambda msg, done, total: info.phase(msg),
-                     rank=info)
+    return run_bench(options, lambda msg, done, total: info.phase(msg), rank=info)
 
 
 def merge_ranks(reports: list[BenchReport]) -> BenchReport:
@@ -40,12 +41,17 @@ def merge_ranks(reports: list[BenchReport]) -> BenchReport:
                    interrupted=any(r.interrupted for r in reports))
 
 
-def run_bench_ranks(nproc: int, timeout: float, port: int,
-                    on_phase: Callable[[str], None] | None = None, **options) -> BenchReport:
+def run_bench_ranks(options: BenchOptions, on_phase: Callable[[str], None] | None = None
+                    ) -> BenchReport:
+    """Bench on `options.nproc` ranks; bad input, a rank's error or a deadlock raise."""
     from aclcap.devices import resolve_device
 
-    options["device"] = resolve_device(options.get("device", "auto"))
-    model = options.get("model_path")
-    reports = launch(bench_rank, options, nproc, options["device"], timeout, port,
-                     Path(model) if model else None, on_phase)
+    if options.nproc is None:
+        raise ValueError("run_bench_ranks needs options.nproc")
+    if options.profile:
+        raise UsageError("--profile profiles one process: leave out --nproc")
+    resolved = resolve_device(options.device)
+    options = replace(with_model(options), device=resolved)
+    reports = launch(bench_rank, {"options": options}, options.nproc, resolved,
+                     options.timeout, options.port, Path(str(options.model)), on_phase)
     return merge_ranks(reports)

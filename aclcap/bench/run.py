@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.bench.floor import StepBytes, read_bandwidth, step_bytes
+from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.timing import (
     BlockTime,
@@ -48,6 +49,9 @@ class BenchRow:
     floor_us: float | None = None  # the step's bytes at the measured read bandwidth
     over_floor: float | None = None  # step median / floor
 
+    def to_dict(self) -> dict:
+        return asdict(self)
+
 
 @dataclass
 class BenchReport:
@@ -65,10 +69,6 @@ class BenchReport:
     step_bytes: dict[int, StepBytes] = field(default_factory=dict)  # per exact size
     read_gbps: dict[int, float] = field(default_factory=dict)  # per size: its floor's rate
     max_autotune: bool = False  # graph mode's artifact compiled with --max-autotune
-
-    def result_rows(self) -> list[dict]:
-        return [{k: v for k, v in asdict(r).items() if k != "per_rank" or v is not None}
-                for r in self.rows]
 
     def padding_cost(self) -> dict[int, float]:
         """Per padded size, step time on the padded graph over the exact-size graph."""
@@ -114,46 +114,41 @@ def default_model() -> Path:
     return path
 
 
-def parse_modes(text: str) -> list[str]:
+def with_model(options: BenchOptions) -> BenchOptions:
+    """The options with the model file named: the default one where none was given."""
+    return options if options.model else replace(options, model=str(default_model()))
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if not modes or unknown:
         raise UsageError(f"--modes {text!r}: choose from {', '.join(MODES)} (comma-separated)")
-    return [m for m in MODES if m in modes]
+    return tuple(m for m in MODES if m in modes)
 
 
-def run_bench(
-    model_path: str | None = None,
-    shapes: list[int] | None = None,
-    device: str = "auto",
-    dtype: str = "float32",
-    modes: list[str] | None = None,
-    rounds: int = 7,
-    on_progress: Callable[[str, int, int], None] | None = None,
-    pad: bool = False,
-    rank: RankInfo | None = None,
-    profile: bool = False,
-    max_autotune: bool = False,
-) -> BenchReport:
+def run_bench(options: BenchOptions,
+              on_progress: Callable[[str, int, int], None] | None = None,
+              rank: RankInfo | None = None) -> BenchReport:
     """Measure every (size, mode); Ctrl-C returns what the finished rounds measured. With
-    `pad`, every size between capture sizes is also timed both ways: its own graph
+    `options.pad`, every size between capture sizes is also timed both ways: its own graph
     (`graph`) and the next capture size's graph on padded inputs (`padded`), so the cost of
     padding is a measured ratio. With `rank` (one of --nproc ranks), block lengths are
     agreed across ranks, so every rank runs the same steps in lockstep."""
+    rounds, pad, profile = options.rounds, options.pad, options.profile
     if rounds < 5:
         raise UsageError(f"--rounds {rounds}: at least 5 rounds, so medians and p90 mean "
                          "something")
-    modes = modes or list(MODES)
+    modes = list(options.modes or MODES)
     if pad and "graph" not in modes:
         raise UsageError("--pad measures graph replay: keep graph in --modes")
-    step = prepare_step(model_path or str(default_model()), device, dtype,
-                        max_autotune=max_autotune)
+    step = prepare_step(with_model(options))
     model, resolved, backend = step.model, step.device, step.backend
-    capture_sizes = sorted(set(shapes or step.spec.shapes))
+    capture_sizes = sorted(set(options.shapes or step.spec.shapes))
     between = padded_sizes(capture_sizes) if pad else {}
     sizes = sorted([*capture_sizes, *between])
-    report = BenchReport(step.spec.name, resolved, dtype, backend.mechanism, rounds,
-                         max_autotune=max_autotune)
+    report = BenchReport(step.spec.name, resolved, options.dtype, backend.mechanism, rounds,
+                         max_autotune=options.max_autotune)
     total = len(sizes) * len(modes) + len(between) + rounds
     progress = (lambda msg, done: on_progress(msg, done, total)) if on_progress else \
         (lambda msg, done: None)

@@ -110,3 +110,16 @@ def plan_sizes(weights: dict[int, float], budget: int) -> list[int]:
             b = pick[b]
             sizes.append(b)
     return sorted(sizes)
+
+
+def make_plan(budget: int, histogram: str | None, max_size: int) -> dict:
+    """The sizes for `budget` graphs over the batch sizes of `histogram` (uniform up to
+    `max_size` without one), and vLLM's default list over the same sizes for comparison."""
+    weights = load_histogram(histogram) if histogram else \
+        {b: 1.0 for b in range(1, max_size + 1)}
+    chosen = plan_sizes(weights, budget)
+    default = vllm_default_sizes(max(weights))
+    return {"budget": budget, "distribution": histogram or f"uniform 1..{max_size}",
+            "sizes": chosen, "expected_waste": expected_waste(chosen, weights),
+            "vllm_default_sizes": default,
+            "vllm_default_waste": expected_waste(default, weights)}

@@ -8,11 +8,11 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from aclcap.capture.collectives import Collective, as_dicts, first_mismatch, record_collectives
+from aclcap.capture.options import CaptureOptions
 from aclcap.capture.run import CaptureReport, CaptureRow, capture_step, failed_rows
 from aclcap.errors import UsageError
 from aclcap.graph.distributed import RankInfo, launch
@@ -70,13 +70,11 @@ def _replicated_reasons(step: StepContext, report: CaptureReport, sizes: list[in
     return found
 
 
-def capture_rank(info: RankInfo, model_path: str, shapes: list[int] | None, device: str,
-                 dtype: str, options: dict[str, Any]) -> RankCapture:
+def capture_rank(info: RankInfo, options: CaptureOptions) -> RankCapture:
     """One rank's capture (run by the launcher after the process group is up)."""
-    step = prepare_step(model_path, device, dtype, options.get("compile_backend"),
-                        options.get("max_autotune", False))
+    step = prepare_step(options)
     seed_inputs(step)
-    sizes = sorted(set(shapes or step.spec.shapes))
+    sizes = sorted(set(options.shapes or step.spec.shapes))
     info.phase("comparing the collectives of every rank")
     mine = record_collectives(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)
     everyone: list[dict[int, list[Collective]]] = info.exchange(mine)
@@ -87,9 +85,11 @@ def capture_rank(info: RankInfo, model_path: str, shapes: list[int] | None, devi
     if mismatch := first_mismatch(everyone):
         from aclcap.capture.trace import TraceReport
 
-        report = CaptureReport(step.spec.name, step.device, dtype, step.backend.mechanism,
+        report = CaptureReport(step.spec.name, step.device, options.dtype,
+                               step.backend.mechanism,
                                failed_rows(sizes, step.backend.mechanism, [mismatch]),
-                               TraceReport(graph_count=0), False)
+                               TraceReport(graph_count=0), False,
+                               model_path=str(step.spec.path))
     else:
         report = _capture_and_compare(info, step, sizes, options)
     for row in report.rows:
@@ -98,10 +98,9 @@ def capture_rank(info: RankInfo, model_path: str, shapes: list[int] | None, devi
 
 
 def _capture_and_compare(info: RankInfo, step: StepContext, sizes: list[int],
-                         options: dict[str, Any]) -> CaptureReport:
-    report = capture_step(step, sizes, options.get("fullgraph", False), options.get("pad", False),
-                          False, lambda msg, done, total: info.phase(msg),
-                          options.get("use_cache", True), options.get("fail_on_recompile", False))
+                         options: CaptureOptions) -> CaptureReport:
+    report = capture_step(step, replace(options, shapes=tuple(sizes)),
+                          lambda msg, done, total: info.phase(msg))
     if step.spec.replicated_outputs:
         info.phase("comparing replicated outputs across ranks")
         for size, reasons in _replicated_reasons(step, report, sizes, info).items():
@@ -144,19 +143,22 @@ def merge_ranks(results: list[RankCapture]) -> CaptureReport:
     mismatch = [results[0].mismatch] if results[0].mismatch else []
     merged = replace(reports[0], rows=shown, rank_rows=every,
                      cross_rank=mismatch or _cross_rank(reports))
-    merged.backend = {**reports[0].backend, "ranks": len(reports),
-                      "collectives": [r.collectives for r in results]}
+    merged.backend = replace(reports[0].backend, ranks=len(reports),
+                             collectives=[r.collectives for r in results])
     return merged
 
 
-def run_capture_ranks(model_path: str, nproc: int, shapes: list[int] | None, device: str,
-                      dtype: str, options: dict[str, Any], timeout: float, port: int = 0,
-                      on_phase: Callable[[str], None] | None = None) -> CaptureReport:
-    """Capture on `nproc` ranks; bad input, a rank's error or a deadlock raise."""
+def run_capture_ranks(options: CaptureOptions, on_phase: Callable[[str], None] | None = None
+                      ) -> CaptureReport:
+    """Capture on `options.nproc` ranks; bad input, a rank's error or a deadlock raise."""
     from aclcap.devices import resolve_device
 
-    resolved = resolve_device(device)
-    results = launch(capture_rank, {"model_path": model_path, "shapes": shapes,
-                                    "device": resolved, "dtype": dtype, "options": options},
-                     nproc, resolved, timeout, port, Path(model_path), on_phase)
+    if options.nproc is None or options.model is None:
+        raise ValueError("run_capture_ranks needs options.nproc and options.model")
+    if options.bisect:
+        raise UsageError("--bisect runs in one process: leave out --nproc")
+    resolved = resolve_device(options.device)
+    results = launch(capture_rank, {"options": replace(options, device=resolved)},
+                     options.nproc, resolved, options.timeout, options.port,
+                     Path(options.model), on_phase)
     return merge_ranks(results)

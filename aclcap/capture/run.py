@@ -7,10 +7,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from aclcap.capture.options import CaptureOptions
 from aclcap.capture.replay import replay_check
 from aclcap.capture.trace import TraceReport, trace_model
 from aclcap.errors import CaptureError
-from aclcap.graph.backends.base import Captured
+from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import Compile, CompileLog
 from aclcap.graph.padding import padded_sizes
 from aclcap.graph.step import StepContext, prepare_step
@@ -37,6 +38,9 @@ class CaptureRow:
     max_logprob_err: float | None = None
     rank: int | None = None  # --nproc only
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 @dataclass
 class CaptureReport:
@@ -48,7 +52,8 @@ class CaptureReport:
     trace: TraceReport
     fullgraph: bool
     fail_on_recompile: bool = False
-    backend: dict[str, Any] = field(default_factory=dict)
+    model_path: str = ""  # as given: the JSON's `model` (`model` is the file's name)
+    backend: BackendSummary = field(default_factory=BackendSummary)
     bisect: dict[str, Any] | None = None
     # Replayable graphs by size, for checks after the run (not reported, not pickled).
     captured: dict[int, Captured] = field(default_factory=dict, repr=False, compare=False)
@@ -64,12 +69,13 @@ class CaptureReport:
         if not exact:
             return {}
         largest = max(exact, key=lambda r: r.size).memory_bytes or 0
-        total = self.backend.get("artifact_bytes", largest) if self.mechanism == "aoti" else \
-            sum(r.memory_bytes or 0 for r in exact)
+        artifacts = self.backend.artifact_bytes
+        total = (largest if artifacts is None else artifacts) if self.mechanism == "aoti" \
+            else sum(r.memory_bytes or 0 for r in exact)
         return {"capture_us": sum(r.capture_us or 0 for r in exact), "memory_bytes": total,
                 "largest_graph_bytes": largest,
                 "memory_over_largest": total / largest if largest else None,
-                "capture_order": self.backend.get("capture_order", [])}
+                "capture_order": self.backend.capture_order or []}
 
     def recompiled(self) -> list[Compile]:
         """Compiles after the first size's: what --fail-on-recompile fails on."""
@@ -81,12 +87,6 @@ class CaptureReport:
         broke = self.fullgraph and self.trace.graph_breaks
         recompiled = self.fail_on_recompile and self.recompiled()
         return 1 if failed or broke or recompiled or self.cross_rank else 0
-
-    def result_rows(self) -> list[dict]:
-        """Every row; with --nproc every rank's, each with its `rank`."""
-        if self.rank_rows:
-            return [asdict(r) for r in self.rank_rows]
-        return [{k: v for k, v in asdict(r).items() if k != "rank"} for r in self.rows]
 
 
 def failed_rows(sizes: list[int], mechanism: str, reasons: list[str]) -> list[CaptureRow]:
@@ -128,42 +128,19 @@ def _pad_rows(step: StepContext, captured: dict[int, Captured], mechanism: str
     return rows
 
 
-def run_capture(
-    model_path: str,
-    shapes: list[int] | None = None,
-    device: str = "auto",
-    dtype: str = "float32",
-    fullgraph: bool = False,
-    pad: bool = False,
-    bisect: bool = False,
-    on_progress: Callable[[str, int, int], None] | None = None,
-    use_cache: bool = True,
-    compile_backend: str | None = None,
-    fail_on_recompile: bool = False,
-    max_autotune: bool = False,
-) -> CaptureReport:
+def run_capture(options: CaptureOptions,
+                on_progress: Callable[[str, int, int], None] | None = None) -> CaptureReport:
     """The whole capture pipeline of one model file; bad input raises UsageError.
     `on_progress(message, done, total)` is told each step: trace, capture and replay per
     size, padded sizes, bisection."""
-    step = prepare_step(model_path, device, dtype, compile_backend, max_autotune)
-    return capture_step(step, shapes, fullgraph, pad, bisect, on_progress, use_cache,
-                        fail_on_recompile)
+    return capture_step(prepare_step(options), options, on_progress)
 
 
-def capture_step(
-    step: StepContext,
-    shapes: list[int] | None = None,
-    fullgraph: bool = False,
-    pad: bool = False,
-    bisect: bool = False,
-    on_progress: Callable[[str, int, int], None] | None = None,
-    use_cache: bool = True,
-    fail_on_recompile: bool = False,
-) -> CaptureReport:
+def capture_step(step: StepContext, options: CaptureOptions,
+                 on_progress: Callable[[str, int, int], None] | None = None) -> CaptureReport:
     """Trace, capture, replay and compare one prepared step (one rank's, with --nproc)."""
-    if hasattr(step.backend, "use_cache"):
-        step.backend.use_cache = use_cache
-    sizes = sorted(set(shapes or step.spec.shapes))
+    pad, bisect = options.pad, options.bisect
+    sizes = sorted(set(options.shapes or step.spec.shapes))
     total = 1 + 2 * len(sizes) + pad + bisect
     done = 0
 
@@ -177,7 +154,8 @@ def capture_step(
     trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)
     mechanism = step.backend.mechanism
     report = CaptureReport(step.spec.name, step.device, step.dtype_name, mechanism, [], trace,
-                           fullgraph, fail_on_recompile)
+                           options.fullgraph, options.fail_on_recompile,
+                           str(step.spec.path))
     if failure := trace.error_line():  # what cannot be traced cannot be captured
         report.rows = failed_rows(sizes, mechanism, [failure])
         return report

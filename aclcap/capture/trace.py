@@ -14,10 +14,11 @@ import torch
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line, first_text_line
 from aclcap.graph.compiles import Compile
+from aclcap.loading.libraries import BUILTIN_NAMESPACES
 from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.observe import RecordedCall
 from aclcap.meta.recorder import CallRecorder
-from aclcap.meta.registry import BUILTIN_NAMESPACES, MetaKind, list_ops, resolve_overload
+from aclcap.meta.registry import MetaKind, list_ops, resolve_overload
 
 
 @dataclass

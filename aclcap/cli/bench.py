@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
+from aclcap.bench.options import BenchOptions
 from aclcap.cli._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, handle_errors
 from aclcap.cli._options import (
     DeviceOpt,
@@ -24,7 +24,6 @@ from aclcap.cli._options import (
     quiet_torch,
     stepper,
 )
-from aclcap.errors import UsageError
 
 
 @handle_errors
@@ -65,10 +64,12 @@ def bench(
     """Time eager vs compiled vs graph replay per size, interleaved in rounds in one process:
     step median and p90, host and device time, launches per step, speedup vs eager. Exit 1
     when --baseline finds a regression. With --nproc each round is the slowest rank's."""
-    from aclcap import report
     from aclcap.bench.baseline import load_baseline, regressions
     from aclcap.bench.run import parse_modes, run_bench
-    from aclcap.graph.model import parse_shapes
+    from aclcap.loading.model_file import parse_shapes
+    from aclcap.report import bench as bench_report
+    from aclcap.report import opbench as opbench_report
+    from aclcap.report.layout import console_for, write_json
 
     for option, path in (("--json", json_path), ("--plot", plot),
                          ("--save-baseline", save_baseline)):
@@ -77,51 +78,37 @@ def bench(
         from aclcap.bench.plot import require_matplotlib
 
         require_matplotlib()
-    sizes = parse_shapes(shapes) if shapes is not None else None
-    chosen = parse_modes(modes)
+    options = BenchOptions(
+        model=str(model) if model else None,
+        shapes=tuple(parse_shapes(shapes)) if shapes is not None else None, device=device,
+        dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout, port=port,
+        modes=parse_modes(modes), rounds=rounds, pad=pad, profile=profile)
     baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)
         if nproc is None:
-            result = run_bench(str(model) if model else None, sizes, device, dtype, chosen,
-                               rounds, advance, pad, profile=profile,
-                               max_autotune=max_autotune)
+            result = run_bench(options, advance)
         else:
-            if profile:
-                raise UsageError("--profile profiles one process: leave out --nproc")
             from aclcap.bench.ranks import run_bench_ranks
-            from aclcap.bench.run import default_model
 
-            result = run_bench_ranks(
-                nproc, timeout, port, lambda phase: advance(f"rank 0: {phase}", 0, 0),
-                model_path=str(model or default_model()), shapes=sizes, device=device,
-                dtype=dtype, modes=chosen, rounds=rounds, pad=pad, max_autotune=max_autotune)
+            result = run_bench_ranks(options, lambda phase: advance(f"rank 0: {phase}", 0, 0))
         op_rows = []
         if ops and not result.interrupted:
             from aclcap_ops import load, opbench
 
             load()
             advance("timing the bundled ops", 0, 0)
-            op_rows = opbench.rows_as_dicts(opbench.measure_ops(opbench.DEFAULT_SIZES))
-    doc = report.document("bench", result.device, result.result_rows(), model=result.model,
-                          dtype=result.dtype, mechanism=result.mechanism, rounds=result.rounds,
-                          interrupted=result.interrupted, ops=op_rows,
-                          read_gbps={str(k): v for k, v in result.read_gbps.items()},
-                          max_autotune=result.max_autotune,
-                          step_bytes={str(k): asdict(v) for k, v in result.step_bytes.items()},
-                          profile=[asdict(p) for p in result.profiles])
+            op_rows = opbench.measure_ops(opbench.DEFAULT_SIZES)
+    doc = bench_report.to_document(result, opbench_report.to_dicts(op_rows))
     for path in (json_path, save_baseline):
         if path:
-            report.write_json(str(path), doc)
-    console = report.console_for(json_path)
-    console.print(report.bench_table(result, console.width))
-    for line in [*report.bench_lines(result), *report.floor_lines(result)]:
-        console.print(line, highlight=False)
-    for size in sorted({p.size for p in result.profiles}):
-        console.print(report.profile_table(result, size))
+            write_json(str(path), doc)
+    console = console_for(json_path)
+    for part in bench_report.render(result, console.width):
+        console.print(part)
     if op_rows:
-        console.print(report.ops_table(op_rows, width=console.width))
+        console.print(opbench_report.render(op_rows, console.width))
     if plot is not None:
         from aclcap.bench.plot import plot_bench
 

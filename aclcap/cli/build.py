@@ -26,8 +26,9 @@ def build(
     """Build the kernels of the bundled op library into a loadable library (incremental;
     per-backend skip reasons). Exit 2 on a compile error, with the compiler's first error
     lines."""
-    from aclcap import report
     from aclcap.build import build as run_build
+    from aclcap.report import build as build_report
+    from aclcap.report.layout import console_for, write_json
 
     check_output_path("--json", json_path)
     with progress_bar() as progress:
@@ -39,10 +40,9 @@ def build(
         result = run_build(build_dir, clean=clean, verbose=verbose, on_target=started, src=src)
         progress.update(task, completed=1)
     if json_path:
-        report.write_json(json_path, report.document("build", "cpu", result.rows(),
-                                                     build_dir=result.build_dir))
-    console = report.console_for(json_path)
-    console.print(report.build_table(result))
+        write_json(json_path, build_report.to_document(result))
+    console = console_for(json_path)
+    console.print(build_report.render(result, console.width))
     if not result.ok:
         err_console.print(f"[red]error:[/] building failed:\n{escape(result.targets[0].reason)}")
         raise typer.Exit(EXIT_BAD_INPUT)

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
+from aclcap.capture.options import CaptureOptions
 from aclcap.cli._errors import handle_errors
 from aclcap.cli._options import (
     DeviceOpt,
@@ -83,9 +83,10 @@ def capture(
     compare outputs and mutated inputs with eager. Every compile across the sizes is
     listed with the guard that failed. Exit 1 on any mismatch or capture failure, a graph
     break with --fullgraph, or a recompile with --fail-on-recompile."""
-    from aclcap import report
     from aclcap.capture.run import run_capture
-    from aclcap.graph.model import parse_shapes
+    from aclcap.loading.model_file import parse_shapes
+    from aclcap.report import capture as capture_report
+    from aclcap.report.layout import console_for, write_json
 
     check_output_path("--json", json_path)
     if plan_sizes:
@@ -100,66 +101,42 @@ def capture(
         return
     if model is None:
         raise UsageError("capture needs MODEL.py (or --plan-sizes to only plan sizes)")
-    sizes = parse_shapes(shapes) if shapes is not None else None
+    options = CaptureOptions(
+        model=str(model), shapes=tuple(parse_shapes(shapes)) if shapes is not None else None,
+        device=device, dtype=dtype, compile_backend=compile_backend, max_autotune=max_autotune,
+        use_cache=not no_cache, nproc=nproc, timeout=timeout, port=port, fullgraph=fullgraph,
+        pad=pad, bisect=bisect, fail_on_recompile=fail_on_recompile)
     quiet_torch()
     with progress_bar() as progress:
+        advance = stepper(progress)
         if nproc is None:
-            result = run_capture(str(model), sizes, device, dtype, fullgraph, pad, bisect,
-                                 stepper(progress), use_cache=not no_cache,
-                                 compile_backend=compile_backend,
-                                 fail_on_recompile=fail_on_recompile,
-                                 max_autotune=max_autotune)
+            result = run_capture(options, advance)
         else:
             from aclcap.capture.ranks import run_capture_ranks
 
-            if bisect:
-                raise UsageError("--bisect runs in one process: leave out --nproc")
-            advance = stepper(progress)
-            result = run_capture_ranks(
-                str(model), nproc, sizes, device, dtype,
-                {"fullgraph": fullgraph, "pad": pad, "use_cache": not no_cache,
-                 "compile_backend": compile_backend, "fail_on_recompile": fail_on_recompile,
-                 "max_autotune": max_autotune},
-                timeout, port, lambda phase: advance(f"rank 0: {phase}", 0, 0))
+            result = run_capture_ranks(options, lambda phase: advance(f"rank 0: {phase}", 0, 0))
     if json_path:
-        report.write_json(json_path, report.document(
-            "capture", result.device, result.result_rows(), model=str(model),
-            dtype=result.dtype, mechanism=result.mechanism, trace=result.trace.to_dict(),
-            backend=result.backend, bisect=result.bisect, totals=result.totals()))
-    console = report.console_for(json_path)
-    console.print(report.capture_table(result, per_rank, console.width))
-    console.print(report.mechanism_line(result), highlight=False)
-    if line := report.totals_line(result):
-        console.print(line, highlight=False)
-    for line in report.trace_lines(result):
-        console.print(line, highlight=False, markup=False)
-    for problem in result.cross_rank:
-        console.print(f"[red]across ranks:[/] {escape(problem)}", highlight=False)
-    if fullgraph and result.trace.graph_breaks:
-        console.print("[red]--fullgraph: the model does not trace as one graph[/]")
+        write_json(json_path, capture_report.to_document(result))
+    console = console_for(json_path)
+    for part in capture_report.render(result, console.width, per_rank):
+        console.print(part)
     raise typer.Exit(result.exit_code)
 
 
 def _plan(budget: int | None, histogram: Path | None, max_size: int,
           json_path: str | None) -> None:
-    from aclcap import report
-    from aclcap.capture.plan import expected_waste, load_histogram, plan_sizes, vllm_default_sizes
+    from aclcap.capture.plan import make_plan
+    from aclcap.report import plan as plan_report
+    from aclcap.report.layout import console_for, write_json
 
     if budget is None:
         raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be captured) "
                          "or --layers L [--comm-domains D] to derive it")
     if max_size < 1:
         raise UsageError(f"--max-size {max_size}: give a positive batch size")
-    weights = load_histogram(str(histogram)) if histogram else \
-        {b: 1.0 for b in range(1, max_size + 1)}
-    chosen = plan_sizes(weights, budget)
-    default = vllm_default_sizes(max(weights))
-    doc = {"budget": budget, "distribution": str(histogram) if histogram else
-           f"uniform 1..{max_size}", "sizes": chosen, "expected_waste": expected_waste(
-               chosen, weights), "vllm_default_sizes": default,
-           "vllm_default_waste": expected_waste(default, weights)}
+    plan = make_plan(budget, str(histogram) if histogram else None, max_size)
     if json_path:
-        report.write_json(json_path, report.document("capture --plan-sizes", "any", [doc]))
-    console = report.console_for(json_path)
-    for line in report.plan_lines(doc):
-        console.print(line, highlight=False)
+        write_json(json_path, plan_report.to_document(plan))
+    console = console_for(json_path)
+    for part in plan_report.render(plan, console.width):
+        console.print(part)

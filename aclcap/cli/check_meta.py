@@ -61,8 +61,8 @@ def check_meta(
         return
     from aclcap import report
     from aclcap.devices import resolve_device
-    from aclcap.graph.model import parse_shapes
-    from aclcap.meta.libload import BUNDLED
+    from aclcap.loading.libraries import BUNDLED
+    from aclcap.loading.model_file import parse_shapes
     from aclcap.meta.options import CheckMetaOptions
     from aclcap.meta.runner import check_meta as run_check
     from aclcap.meta.stubs import emit_stubs as write_stubs

@@ -1,2 +1,2 @@
-"""The base capture and bench share: the model-file contract, one step context, export,
+"""The base capture and bench share: their common options, one step context, export,
 padding and the capture backends."""

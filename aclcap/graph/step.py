@@ -11,7 +11,7 @@ import torch
 
 from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
-from aclcap.graph.model import (
+from aclcap.loading.model_file import (
     ModelSpec,
     instantiate_model,
     load_model_file,
@@ -21,6 +21,7 @@ from aclcap.graph.model import (
 
 if TYPE_CHECKING:
     from aclcap.graph.backends.base import Backend
+    from aclcap.graph.options import StepOptions
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Per-dtype defaults; a model file's TOLERANCE overrides them. Compiled code fuses ops and
@@ -62,18 +63,19 @@ class StepContext:
         return make_step_inputs(self.spec, size, self.device, self.dtype)
 
 
-def prepare_step(model_path: str, device: str, dtype: str,
-                 compile_backend: str | None = None, max_autotune: bool = False) -> StepContext:
+def prepare_step(options: StepOptions) -> StepContext:
     """Parse and resolve the options, load the model file and build the module; bad input
     raises UsageError before any work starts."""
     from aclcap.graph.backends import backend_for
 
-    torch_dtype = parse_dtype(dtype)
-    resolved = resolve_device(device)
-    backend = backend_for(resolved, compile_backend, max_autotune)
+    if options.model is None:
+        raise UsageError("no model file given: pass MODEL.py")
+    torch_dtype = parse_dtype(options.dtype)
+    resolved = resolve_device(options.device)
+    backend = backend_for(resolved, options)
     torch._dynamo.reset()  # each run compiles afresh: no guards or caches of an earlier one
-    spec = load_model_file(model_path)
+    spec = load_model_file(options.model)
     model = instantiate_model(spec, resolved, torch_dtype)
-    return StepContext(spec, model, resolved, torch_dtype, dtype,
+    return StepContext(spec, model, resolved, torch_dtype, options.dtype,
                        size_dims(spec, resolved, torch_dtype),
                        tolerance_for(torch_dtype, spec.tolerance), backend)

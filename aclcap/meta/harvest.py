@@ -25,7 +25,7 @@ def harvest_recorder(namespaces: set[str]) -> CallRecorder:
 def harvest(model_path: str, shapes: list[int] | None, device: str, dtype: torch.dtype,
             recorder: CallRecorder) -> None:
     """Build the model file's model and run its eager step at each size under `recorder`."""
-    from aclcap.graph.model import instantiate_model, load_model_file, make_step_inputs
+    from aclcap.loading.model_file import instantiate_model, load_model_file, make_step_inputs
 
     spec = load_model_file(model_path)
     recorder.site_file = str(spec.path.resolve())

@@ -16,7 +16,6 @@ BACKEND_KEYS = ("CPU", "CUDA", "PrivateUse1", "CompositeExplicitAutograd",
                 "CompositeImplicitAutograd")
 
 
-
 class MetaKind(StrEnum):
     """Where an op's meta impl comes from. StrEnum: JSON and stubs read the plain value."""
 
@@ -28,15 +27,6 @@ class MetaKind(StrEnum):
     TRIVIAL = "trivial"  # none; torch generates a trivial fake (mutating op returning ())
     NO_TENSOR = "no_tensor"  # no Tensor in the schema: fake tensors never reach it
     MISSING = "missing"
-
-# Namespaces that ship with torch: everything else is a custom op.
-BUILTIN_NAMESPACES = frozenset({
-    "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "_native", "_quantized",
-    "_test", "aten", "c10d", "c10d_functional", "debug_mode_ops", "debugprims", "export",
-    "higher_order", "inductor", "inductor_prims", "mkl", "mkldnn", "mkldnn_prepacked",
-    "onednn", "prim", "prims", "profiler", "quantization", "quantized", "rngprims", "sparse",
-    "static_runtime", "symm_mem", "streams", "onnx", "onnx_symbolic", "fsdp",
-    "quantized_decomposed", "_inductor_test", "cplib", "flex_lib"})
 
 
 @dataclass

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from aclcap.errors import UsageError
+from aclcap.loading.libraries import custom_namespaces, load_libraries, registered_namespaces
 from aclcap.meta._process import WorkerProcess
-from aclcap.meta.libload import custom_namespaces, load_libraries, registered_namespaces
 from aclcap.meta.messages import Error, OpRequest, Result, Start, WorkerRequest
 from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.registry import MetaKind, OpInfo, list_ops
@@ -108,7 +108,7 @@ def _has_samples(op: OpInfo, checked: dict[str, _Checked]) -> bool:
 def _model_namespaces(path: str) -> set[str]:
     """The op namespaces a model file brings: its OP_LIBRARIES and what its import
     registers (remembered per file, as imports are)."""
-    from aclcap.graph.model import load_model_file
+    from aclcap.loading.model_file import load_model_file
 
     added = registered_namespaces(path, lambda: load_model_file(path))
     return added | set(load_libraries(load_model_file(path).op_libraries))

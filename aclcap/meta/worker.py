@@ -38,9 +38,9 @@ def main() -> None:
     import torch
 
     from aclcap.errors import first_line
+    from aclcap.loading.libraries import load_libraries
     from aclcap.meta.checks import check_op
     from aclcap.meta.harvest import harvest, harvest_recorder, samples_of
-    from aclcap.meta.libload import load_libraries
     from aclcap.status import Finding, Status
 
     load_libraries(request.libs)

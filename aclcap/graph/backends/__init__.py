@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from aclcap.graph.backends.base import Backend, Captured
+from aclcap.graph.options import StepOptions
 
 
-def backend_for(device: str, compile_backend: str | None = None,
-                max_autotune: bool = False) -> Backend:
+def backend_for(device: str, options: StepOptions) -> Backend:
     """The capture mechanism of a device: aclgraph on npu, cudagraph on cuda, aoti on cpu.
-    `compile_backend` (a name or module:function) is what torch.compile uses: on a device,
-    for the step that is captured; on cpu, for the compile that records recompiles.
-    `max_autotune` tunes the cpu artifact; a device graph captures what the compile backend
-    makes, so there it is a --compile-backend choice."""
+    `options.compile_backend` (a name or module:function) is what torch.compile uses: on a
+    device, for the step that is captured; on cpu, for the compile that records recompiles.
+    `options.max_autotune` tunes the cpu artifact; a device graph captures what the compile
+    backend makes, so there it is a --compile-backend choice."""
     from aclcap.errors import UsageError
     from aclcap.graph.compiles import resolve_compile_backend
 
-    if max_autotune and device != "cpu":
+    compile_backend = options.compile_backend
+    if options.max_autotune and device != "cpu":
         raise UsageError(f"--max-autotune tunes the cpu backend's AOTI artifact; on {device} "
                          "choose the compile backend with --compile-backend instead")
 
@@ -23,7 +24,7 @@ def backend_for(device: str, compile_backend: str | None = None,
     if device == "cpu":
         from aclcap.graph.backends.aoti import AotiBackend
 
-        return AotiBackend(compile_backend=chosen, max_autotune=max_autotune)
+        return AotiBackend(options, compile_backend=chosen)
     from aclcap.graph.backends.device import DeviceGraphBackend
 
     return DeviceGraphBackend(device, compile_backend=chosen)

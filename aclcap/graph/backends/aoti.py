@@ -10,6 +10,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,14 @@ import torch.utils._pytree as pytree
 
 import aclcap
 from aclcap.errors import CaptureError, first_line
-from aclcap.graph.backends.base import Captured
+from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.graph.distributed import settle
 from aclcap.graph.export import SizeRange, export_ranges
-from aclcap.graph.model import ModelSpec
+from aclcap.graph.options import StepOptions
 from aclcap.graph.step import StepContext
-from aclcap.meta.libload import BUNDLED
+from aclcap.loading.libraries import BUNDLED
+from aclcap.loading.model_file import ModelSpec
 
 
 def default_cache_dir() -> Path:
@@ -52,19 +54,12 @@ def _tensor_digest(t: torch.Tensor) -> str:
     return hashlib.sha256(data.numpy().tobytes()).hexdigest()
 
 
-# --max-autotune: Inductor benchmarks its C++ GEMM template against ATen's per GEMM shape,
-# and freezing folds the weights in as constants so the template can prepack them.
-# Measured on tiny_llama here (one run, interleaved): graph/eager 0.30 -> 0.13 at size 1,
-# 0.41 -> 0.31 at size 8; the first compile 17 s -> 54 s.
-MAX_AUTOTUNE = {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN",
-                "freezing": True}
-
-
 def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec,
-                inductor_configs: dict[str, Any] | None = None) -> str:
+                factors: dict[str, Any] | None = None) -> str:
     """A key of what the artifact is compiled from: the exported graph's code, its input
     and output signature and ranges, every weight and constant (shape, dtype and values:
-    AOTI bakes them in), the torch and aclcap versions and the op libraries. Keyed on the
+    AOTI bakes them in), the torch and aclcap versions, the op libraries and the options'
+    `cache_factors()` (StepOptions.CACHE_IGNORED says why the others stay out). Keyed on the
     model file's text instead, a step that reads an environment variable or a config file
     would reuse the artifact of another graph."""
     h = hashlib.sha256()
@@ -72,7 +67,7 @@ def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec,
     parts = [exported.graph_module.code, str(exported.call_spec.in_spec),
              str(exported.call_spec.out_spec), str(exported.range_constraints),
              torch.__version__, aclcap.__version__, _library_fingerprint(spec),
-             repr(sorted((inductor_configs or {}).items()))]
+             repr(sorted((factors or {}).items()))]
     parts += [f"{name}:{list(v.shape)}:{v.dtype}:{_tensor_digest(v)}"
               for name, v in sorted(tensors.items()) if isinstance(v, torch.Tensor)]
     for part in parts:
@@ -83,26 +78,25 @@ def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec,
 class AotiBackend:
     mechanism = "aoti"
 
-    def __init__(self, cache_dir: Path | None = None, use_cache: bool = True,
-                 compile_backend: Any = None, max_autotune: bool = False) -> None:
+    def __init__(self, options: StepOptions, compile_backend: Any = None,
+                 cache_dir: Path | None = None) -> None:
         self.cache_dir = Path(cache_dir or default_cache_dir())
         # Guards come from Dynamo's frontend, so recording recompiles needs no code generation.
         self.compile_backend = compile_backend or "eager"
-        self.use_cache = use_cache  # False: --no-cache, always compile afresh
-        self.inductor_configs = dict(MAX_AUTOTUNE) if max_autotune else {}
-        self.facts: dict[str, Any] = {}
+        self.options = options
+        self.facts = BackendSummary()
 
-    def summary(self) -> dict[str, Any]:
-        return {"compile_backend": str(self.compile_backend),
-                "inductor_configs": self.inductor_configs, **self.facts}
+    def summary(self) -> BackendSummary:
+        return replace(self.facts, compile_backend=str(self.compile_backend),
+                       inductor_configs=self.options.inductor_configs())
 
     def _artifact(self, exported: torch.export.ExportedProgram, spec: ModelSpec
                   ) -> tuple[Any, Path, dict[str, Any]]:
         """The compiled artifact of one exported program: from the cache, or compiled (the
         slow part); a corrupt cached artifact is rebuilt with a note."""
-        key = program_key(exported, spec, self.inductor_configs)
+        key = program_key(exported, spec, self.options.cache_factors())
         artifact = self.cache_dir / f"{spec.path.stem}-{key}.pt2"
-        hit = self.use_cache and artifact.exists()
+        hit = self.options.use_cache and artifact.exists()
         facts: dict[str, Any] = {}
         runner = None
         if hit:
@@ -124,7 +118,7 @@ class AotiBackend:
         try:
             torch._inductor.aoti_compile_and_package(
                 exported, package_path=str(partial),
-                inductor_configs=dict(self.inductor_configs))  # it adds keys to the dict
+                inductor_configs=self.options.inductor_configs())  # it adds keys to the dict
         except Exception as exc:
             partial.unlink(missing_ok=True)
             raise CaptureError(f"AOTInductor compile failed: {first_line(exc)}") from exc
@@ -149,13 +143,14 @@ class AotiBackend:
             artifacts.append({"range": size_range.label(), "sizes": covered, **facts})
             loaded.append((size_range, runner, artifact))
         notes = [a["cache_note"] for a in artifacts if "cache_note" in a]
-        self.facts = {"artifact": artifacts[0]["artifact"],
-                      "artifact_bytes": sum(a["artifact_bytes"] for a in artifacts),
-                      "cache_hit": all(a["cache_hit"] for a in artifacts),
-                      "compile_s": round(time.perf_counter() - start, 3),
-                      "artifacts": artifacts, **({"cache_note": notes[0]} if notes else {})}
+        self.facts = BackendSummary(
+            artifact=artifacts[0]["artifact"],
+            artifact_bytes=sum(a["artifact_bytes"] for a in artifacts),
+            cache_hit=all(a["cache_hit"] for a in artifacts),
+            compile_s=round(time.perf_counter() - start, 3), artifacts=artifacts,
+            cache_note=notes[0] if notes else None)
         if len(artifacts) > 1 and log and (guards := log.guards()):
-            self.facts["guard"] = f"guard {guards[0].source() or guards[0].guard()}"
+            self.facts.guard = f"guard {guards[0].source() or guards[0].guard()}"
         return loaded
 
     def capture(self, step: StepContext, sizes: list[int],
@@ -182,7 +177,7 @@ class AotiBackend:
                 runner(*static)  # first run at this size: what "capture" costs once compiled
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
                                      artifact.stat().st_size, _replayer(runner), static))
-        self.facts["capture_order"] = [c.size for c in captured]
+        self.facts.capture_order = [c.size for c in captured]
         return captured
 
 

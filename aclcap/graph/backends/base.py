@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -24,6 +24,31 @@ class Captured:
     static_inputs: tuple = ()
 
 
+@dataclass
+class BackendSummary:
+    """What a backend did, for the mechanism line and the JSON `backend` object. A fact
+    this backend or run does not have stays None and is left out of the JSON; the field
+    order is the JSON's key order."""
+
+    compile_backend: str | None = None  # what torch.compile used
+    inductor_configs: dict[str, Any] | None = None  # aoti: beyond Inductor's defaults
+    compiles: int | None = None  # device graphs: compiles over the warm-up
+    graph_api: str | None = None  # device graphs: the graph class used
+    artifact: str | None = None  # aoti: the first artifact's path
+    artifact_bytes: int | None = None  # aoti: all artifacts together
+    cache_hit: bool | None = None  # aoti: every artifact came from the cache
+    compile_s: float | None = None  # aoti: export and compile (or cache load) time
+    artifacts: list[dict[str, Any]] | None = None  # aoti: one per exported size range
+    cache_note: str | None = None  # aoti: a cached artifact that had to be rebuilt
+    guard: str | None = None  # aoti: the size guard that split the ranges
+    capture_order: list[int] | None = None  # sizes as captured (largest first)
+    ranks: int | None = None  # --nproc
+    collectives: list[dict[str, list[dict]]] | None = None  # --nproc: each rank's
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
 class Backend(Protocol):
     mechanism: str  # "aclgraph", "cudagraph" or "aoti"
     compile_backend: Any  # what torch.compile uses (on cpu: only to record recompiles)
@@ -35,6 +60,6 @@ class Backend(Protocol):
         record every compile torch.compile makes of the step across the sizes."""
         ...
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> BackendSummary:
         """Backend facts for the report (cache hit, artifact, graph API)."""
         ...

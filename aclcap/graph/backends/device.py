@@ -12,13 +12,14 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from aclcap.errors import CaptureError, first_line
-from aclcap.graph.backends.base import Captured
+from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import CompileLog, mark_size_dims
 from aclcap.graph.step import StepContext
 
@@ -54,10 +55,10 @@ class DeviceGraphBackend:
         self.mod = mod if mod is not None else getattr(torch, device)
         self.mechanism = MECHANISMS[device]
         self.compile_backend = compile_backend or COMPILE_BACKENDS[device]
-        self.facts: dict[str, Any] = {"compile_backend": str(self.compile_backend)}
+        self.facts = BackendSummary(compile_backend=str(self.compile_backend))
 
-    def summary(self) -> dict[str, Any]:
-        return dict(self.facts)
+    def summary(self) -> BackendSummary:
+        return replace(self.facts)
 
     def _new_graph(self, pool: Any) -> tuple[Any, Callable[[], None]]:
         """A graph and its capture_begin; torch.accelerator.Graph where this device has it."""
@@ -65,13 +66,13 @@ class DeviceGraphBackend:
         if accelerator_graph is not None:
             try:
                 graph = accelerator_graph(pool=pool)
-                self.facts["graph_api"] = "torch.accelerator.Graph"
+                self.facts.graph_api = "torch.accelerator.Graph"
                 return graph, graph.capture_begin
             except (RuntimeError, NotImplementedError, TypeError):
                 pass  # this device's backend has no accelerator graph: use its own class
         cls = self.mod.CUDAGraph if self.device == "cuda" else self.mod.NPUGraph
         graph = cls()
-        self.facts["graph_api"] = f"torch.{self.device}.{cls.__name__}"
+        self.facts.graph_api = f"torch.{self.device}.{cls.__name__}"
         return graph, lambda: graph.capture_begin(pool=pool)
 
     def _warm_up(self, compiled: Callable, stream: Any, size: int, static: tuple,
@@ -103,7 +104,7 @@ class DeviceGraphBackend:
         statics = {size: mark_size_dims(step.inputs(size), step.dims, size) for size in order}
         mutated = {size: self._warm_up(compiled, stream, size, statics[size], log)
                    for size in order}
-        self.facts["compiles"] = len(log.compiles)
+        self.facts.compiles = len(log.compiles)
         pool = None
         captured = []
         for size in order:
@@ -135,7 +136,7 @@ class DeviceGraphBackend:
                                      self.mod.memory_reserved() - reserved,
                                      _replayer(graph, static, mutated[size], out),
                                      tuple(static)))
-        self.facts["capture_order"] = [c.size for c in captured]
+        self.facts.capture_order = [c.size for c in captured]
         return captured
 
 

@@ -11,6 +11,14 @@ from pathlib import Path
 from aclcap.errors import UsageError, last_line
 
 BUNDLED = "aclcap_ops"  # the bundled library's module; it loads through its load()
+# The op namespaces torch itself registers: every other one is a custom library's.
+BUILTIN_NAMESPACES = frozenset({
+    "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "_native", "_quantized",
+    "_test", "aten", "c10d", "c10d_functional", "debug_mode_ops", "debugprims", "export",
+    "higher_order", "inductor", "inductor_prims", "mkl", "mkldnn", "mkldnn_prepacked",
+    "onednn", "prim", "prims", "profiler", "quantization", "quantized", "rngprims", "sparse",
+    "static_runtime", "symm_mem", "streams", "onnx", "onnx_symbolic", "fsdp",
+    "quantized_decomposed", "_inductor_test", "cplib", "flex_lib"})
 
 
 def _import_file(path: Path) -> None:
@@ -89,8 +97,6 @@ def load_libraries(specs: list[str]) -> list[str]:
 def custom_namespaces() -> list[str]:
     """Every namespace with ops that does not ship with torch, for "did you mean"."""
     import torch
-
-    from aclcap.meta.registry import BUILTIN_NAMESPACES
 
     names = {n.split("::", 1)[0] for n in torch._C._dispatch_get_all_op_names()}
     return sorted(n for n in names if n not in BUILTIN_NAMESPACES)

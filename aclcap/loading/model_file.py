@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aclcap.errors import UsageError, last_line
-from aclcap.meta.libload import load_libraries
+from aclcap.loading.libraries import load_libraries
 
 DEFAULT_SHAPES = [1, 2, 4, 8]
 

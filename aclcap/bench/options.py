@@ -1,0 +1,24 @@
+"""`aclcap bench`'s options: the shared step options and what only bench does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from aclcap.graph.options import StepOptions
+
+
+@dataclass(frozen=True)
+class BenchOptions(StepOptions):
+    modes: tuple[str, ...] = ("eager", "compiled", "graph")
+    rounds: int = 7  # interleaved rounds; medians and p90 are over them
+    pad: bool = False  # also time the sizes between capture sizes, padded
+    profile: bool = False  # also profile a few steps of each size and mode
+
+    CACHE_IGNORED: ClassVar[dict[str, str]] = {
+        **StepOptions.CACHE_IGNORED,
+        "modes": "which timings run, not what graph mode replays",
+        "rounds": "how long the timing runs",
+        "pad": "pads inputs to a captured size: the artifact is the same",
+        "profile": "observes the steps after timing",
+    }

@@ -1,0 +1,57 @@
+"""The options capture and bench share, as one frozen record built once by the CLI and
+passed whole to the step, the backend, the `--nproc` ranks and the AOTI cache key (as
+vLLM's CompilationConfig travels, with its compute_hash and its ignored factors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+# --max-autotune: Inductor benchmarks its C++ GEMM template against ATen's per GEMM shape,
+# and freezing folds the weights in as constants so the template can prepack them.
+# Measured on tiny_llama here (one run, interleaved): graph/eager 0.30 -> 0.13 at size 1,
+# 0.41 -> 0.31 at size 8; the first compile 17 s -> 54 s.
+MAX_AUTOTUNE = {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN",
+                "freezing": True}
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What builds one step and its backend. `model` None: bench's default model file."""
+
+    model: str | None = None
+    shapes: tuple[int, ...] | None = None  # None: the model file's SHAPES
+    device: str = "auto"
+    dtype: str = "float32"
+    compile_backend: str | None = None  # None: the backend's default
+    max_autotune: bool = False
+    use_cache: bool = True  # False: --no-cache, the AOTI artifact is compiled afresh
+    nproc: int | None = None  # --nproc: ranks of torch.distributed
+    timeout: float = 120.0  # --nproc: seconds before a silent rank is diagnosed
+    port: int = 0  # --nproc: the TCPStore's port (0: any free one)
+
+    # Every field is either keyed (it changes the artifact's code: cache_factors() reads it)
+    # or ignored, with the reason. A test fails on a field in neither, so a new option has
+    # to decide whether it changes the artifact.
+    CACHE_KEYED: ClassVar[frozenset[str]] = frozenset({"max_autotune"})
+    CACHE_IGNORED: ClassVar[dict[str, str]] = {
+        "model": "the exported program is keyed instead (its code, weights and signature): "
+                 "a file that reads its environment would reuse another graph's artifact",
+        "shapes": "the artifact serves every size of its exported range",
+        "device": "only cpu has an AOTI backend",
+        "dtype": "in the exported program's weights and signature",
+        "compile_backend": "on cpu it only records recompiles: the artifact is Inductor's",
+        "use_cache": "says whether the key is looked up, not what it names",
+        "nproc": "each rank's exported program is keyed on its own",
+        "timeout": "a deadline of the launcher, not of the code",
+        "port": "where the ranks meet, not what they compile",
+    }
+
+    def inductor_configs(self) -> dict[str, Any]:
+        """What aoti_compile_and_package is given beyond its defaults."""
+        return dict(MAX_AUTOTUNE) if self.max_autotune else {}
+
+    def cache_factors(self) -> dict[str, Any]:
+        """The options that enter the AOTI cache key (next to the exported program, the
+        torch and aclcap versions and the op libraries): what changes the artifact's code."""
+        return self.inductor_configs()

@@ -1,0 +1,91 @@
+"""`aclcap bench`: one row per size and mode, then what graph replay removed, the floors,
+and `--profile`'s tables."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from rich.console import RenderableType
+from rich.table import Table
+
+from aclcap.report import profile
+from aclcap.report.layout import WIDE, Col, document, line, num, short, table, times
+
+if TYPE_CHECKING:
+    from aclcap.bench.run import BenchReport
+
+_BENCH = (Col("size", "size"), Col("mode", "mode", True), Col("mechanism", None, True),
+          Col("step median\n(µs)", "med µs"), Col("step p90\n(µs)", "p90 µs"),
+          Col("host\n(µs)", "host µs"), Col("device\n(µs)", "dev µs"),
+          Col("launches/step", "launch"), Col("speedup vs\neager", "vs eager"))
+
+
+def render(result: BenchReport, width: int) -> list[RenderableType]:
+    """Everything `aclcap bench` prints about its steps, in order, one renderable a print
+    (`--ops` has its own module: it times the bundled ops, not the model)."""
+    return [bench_table(result, width),
+            *(line(text) for text in [*bench_lines(result), *floor_lines(result)]),
+            *profile.render(result, width)]
+
+
+def to_document(result: BenchReport, ops: list[dict]) -> dict:
+    """`ops`: the `--ops` rows (empty without it)."""
+    rows = [{k: v for k, v in r.to_dict().items() if k != "per_rank" or v is not None}
+            for r in result.rows]
+    return document("bench", result.device, rows, model=result.model, dtype=result.dtype,
+                    mechanism=result.mechanism, rounds=result.rounds,
+                    interrupted=result.interrupted, ops=ops,
+                    read_gbps={str(k): v for k, v in result.read_gbps.items()},
+                    max_autotune=result.max_autotune,
+                    step_bytes={str(k): asdict(v) for k, v in result.step_bytes.items()},
+                    profile=profile.to_dicts(result))
+
+
+def bench_table(result: BenchReport, width: int) -> Table:
+    """Below WIDE the title names the graph mechanism instead of a column: the mode implies
+    each row's."""
+    ranks = f", {result.ranks} ranks, each round the slowest rank's" if result.ranks else ""
+    title = f"aclcap bench {result.model}: {result.device}, {result.dtype}, median of " \
+            f"{result.rounds} interleaved rounds{ranks}"
+    tuned = ", tuned by --max-autotune" if result.max_autotune else ""
+    title += f"\n(graph mode: {result.mechanism}{tuned})" if width < WIDE or tuned else ""
+    rows = ([str(r.size), r.mode, r.mechanism, short(r.step_median_us, 1, 1000),
+             short(r.step_p90_us, 1, 1000), short(r.host_us, 1, 1000),
+             short(r.device_us, 1, 1000), num(r.launches, "d"), times(r.speedup_vs_eager)]
+            for r in result.rows)
+    return table(title, _BENCH, rows, width >= WIDE)
+
+
+def bench_lines(result: BenchReport) -> list[str]:
+    lines = []
+    what = "step time" if result.device == "cpu" else "host time per step"
+    for size, share in result.host_overhead_removed().items():
+        lines.append(f"size {size}: graph replay ({result.mechanism}) removed {share:.0%} of "
+                     f"eager's {what}")
+    for size, ratio in result.padding_cost().items():
+        lines.append(f"size {size}: padded replay takes {ratio:.2f}x the exact-size graph's step "
+                     "time")
+    if result.device == "cpu":
+        lines.append("on cpu all time is host time: no device time (—), and host time = step time")
+    for r in result.rows:
+        if r.per_rank:
+            each = ", ".join(f"rank {p['rank']} {p['step_median_us']:.1f}" for p in r.per_rank)
+            lines.append(f"size {r.size} {r.mode}: per-rank median step (µs): {each}")
+    if result.interrupted:
+        lines.append("interrupted: the table holds the rounds finished before Ctrl-C")
+    return lines
+
+
+def floor_lines(result: BenchReport) -> list[str]:
+    """Per size, the bytes a step must move and each mode's time over that floor."""
+    lines = []
+    for size, b in result.step_bytes.items():
+        over = ", ".join(f"{r.mode} {r.over_floor:.1f}x" for r in result.rows
+                         if r.size == size and r.over_floor is not None)
+        gbps = result.read_gbps[size]
+        lines.append(f"size {size}: a step moves {b.total / 2**20:.1f} MiB (weights "
+                     f"{b.params_bytes / 2**20:.1f}, inputs {b.inputs_bytes / 2**20:.1f}, "
+                     f"written {b.written_bytes / 2**20:.2f}): floor {b.total / gbps / 1e3:.0f} "
+                     f"µs at {gbps:.1f} GB/s (a read pass over as many bytes); {over}")
+    return lines

@@ -1,0 +1,179 @@
+"""`aclcap capture`: one row per size (per rank with --nproc), then the mechanism, the
+totals, the trace, the cross-rank checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+
+from aclcap.report.layout import (
+    WIDE,
+    Col,
+    document,
+    line,
+    notes,
+    num,
+    plain,
+    short,
+    short_paths,
+    status_cell,
+    table,
+)
+
+if TYPE_CHECKING:
+    from aclcap.capture.run import CaptureReport, CaptureRow
+
+
+def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[RenderableType]:
+    """Everything `aclcap capture` prints, in order, one renderable a print."""
+    parts: list[RenderableType] = [capture_table(result, per_rank, width),
+                                   line(mechanism_line(result))]
+    if text := totals_line(result):
+        parts.append(line(text))
+    parts += [plain(text) for text in trace_lines(result)]
+    parts += [line(f"[red]across ranks:[/] {escape(problem)}") for problem in result.cross_rank]
+    if result.fullgraph and result.trace.graph_breaks:
+        parts.append(line("[red]--fullgraph: the model does not trace as one graph[/]"))
+    return parts
+
+
+def to_document(result: CaptureReport) -> dict:
+    """Every row; with --nproc every rank's, each with its `rank`."""
+    if result.rank_rows:
+        rows = [r.to_dict() for r in result.rank_rows]
+    else:
+        rows = [{k: v for k, v in r.to_dict().items() if k != "rank"} for r in result.rows]
+    return document("capture", result.device, rows, model=result.model_path, dtype=result.dtype,
+                    mechanism=result.mechanism, trace=result.trace.to_dict(),
+                    backend=result.backend.to_dict(), bisect=result.bisect,
+                    totals=result.totals())
+
+
+def capture_table(result: CaptureReport, per_rank: bool, width: int) -> RenderableType:
+    """One row per size; with --nproc the worst rank's (its rank shown), or every rank's.
+    Below WIDE the mechanism (in the title already) and the reasons columns give way: the
+    reasons follow the table."""
+    ranks = result.backend.ranks
+    title = f"aclcap capture {result.model}: {result.mechanism} on {result.device}, " \
+            f"{result.dtype}" + (f", {ranks} ranks" if ranks else "")
+    title += " (worst rank per size)" if ranks and not per_rank else ""
+    rows = sorted(result.rank_rows if per_rank and result.rank_rows else result.rows,
+                  key=lambda r: (r.size, r.rank or 0))
+    logits = any(r.token_agreement is not None for r in rows)
+    columns = [Col("rank", "rank")] if ranks else []
+    columns += [Col("size", "size"), Col("mechanism", None, True),
+                Col("capture\n(ms)", "cap ms"), Col("memory\n(MiB)", "MiB"),
+                Col("max abs\nerr", "abs err"), Col("max rel\nerr", "rel err")]
+    columns += [Col("tokens\nagree", "tokens"), Col("logprob\nerr", "lp err")] if logits else []
+    columns += [Col("status", "status", True), Col("reasons", None, True)]
+    wide = width >= WIDE
+    built = table(title, columns, _cells(rows, bool(ranks), logits, wide), wide)
+    return built if wide else Group(built, *notes(_reasons(rows)))
+
+
+def _cells(rows: list[CaptureRow], ranks: bool, logits: bool, wide: bool
+           ) -> Iterable[list[str]]:
+    previous: CaptureRow | None = None
+    for r in rows:
+        size = str(r.size)
+        if r.padded_to:
+            size += f" (pad→{r.padded_to})" if wide else f"→{r.padded_to}"
+        reasons = "\n".join(r.reasons)
+        if previous is not None and r.reasons and r.reasons == previous.reasons:
+            reasons = f"(as size {previous.size})"
+        else:
+            previous = r
+        capture_ms = None if r.capture_us is None else r.capture_us / 1000
+        memory = None if r.memory_bytes is None else r.memory_bytes / 2**20
+        cells = [str(r.rank)] if ranks else []
+        cells += [size, r.mechanism, short(capture_ms, 1, 1000), short(memory, 2, 100),
+                  num(r.max_abs_err, ".2g"), num(r.max_rel_err, ".2g")]
+        if logits:
+            agree = None if r.token_agreement is None else 100 * r.token_agreement
+            cells += [num(agree, ".0f") + ("%" if agree is not None else ""),
+                      num(r.max_logprob_err, ".2g")]
+        yield [*cells, status_cell(r.status), reasons]
+
+
+def _reasons(rows: list[CaptureRow]) -> list[tuple[str, list[str]]]:
+    """Rows that failed alike share one note ("sizes 1, 2, 4"), as the wide table's
+    "(as size N)" does."""
+    sizes: dict[tuple[str, ...], list[str]] = {}
+    for r in rows:
+        if r.reasons:
+            rank = f" (rank {r.rank})" if r.rank is not None else ""
+            sizes.setdefault(tuple(r.reasons), []).append(f"{r.size}{rank}")
+    return [(("sizes " if len(names) > 1 else "size ") + ", ".join(names), list(reasons))
+            for reasons, names in sizes.items()]
+
+
+def totals_line(result: CaptureReport) -> str | None:
+    t = result.totals()
+    if not t:
+        return None
+    ratio = t["memory_over_largest"]
+    return (f"capture: {t['capture_us'] / 1000:.1f} ms over all sizes (order "
+            f"{t['capture_order']}), memory {t['memory_bytes'] / 2**20:.2f} MiB in all, "
+            f"{ratio:.2f}x the largest graph" if ratio else "")
+
+
+def mechanism_line(result: CaptureReport) -> str:
+    """Which mechanism ran, said in words (the brief: output must always say so)."""
+    facts = result.backend
+    if result.mechanism == "aoti":
+        if facts.artifact is None:
+            return "mechanism: aoti (AOTInductor, one artifact for all sizes): not built"
+        cache = "cache hit" if facts.cache_hit else f"compiled in {facts.compile_s:.1f} s"
+        if facts.cache_note:
+            cache += f" ({facts.cache_note})"
+        if facts.inductor_configs:
+            cache += ", tuned (--max-autotune: " + ", ".join(facts.inductor_configs) + ")"
+        artifacts = facts.artifacts or []
+        mib = (facts.artifact_bytes or 0) / 2**20
+        if len(artifacts) > 1:
+            ranges = ", ".join(f"sizes {a['range']} ({','.join(map(str, a['sizes']))})"
+                               for a in artifacts)
+            guard = f" ({facts.guard})" if facts.guard else ""
+            return (f"mechanism: aoti (AOTInductor; no device graphs exist on a CPU): "
+                    f"{len(artifacts)} artifacts: {ranges}{guard}, {mib:.1f} MiB in all, "
+                    f"{cache}")
+        return (f"mechanism: aoti (AOTInductor, one artifact for all sizes; no device graphs "
+                f"exist on a CPU): {short_paths(facts.artifact)}, {mib:.1f} MiB, {cache}")
+    api = facts.graph_api or "device graph"
+    return (f"mechanism: {result.mechanism} via {api}, step compiled with "
+            f"torch.compile(backend={facts.compile_backend!r}), one shared pool")
+
+
+def trace_lines(result: CaptureReport) -> list[str]:
+    trace = result.trace
+    lines = [f"trace: {trace.graph_count} graph(s), {len(trace.graph_breaks)} graph break(s), "
+             f"ops per graph {trace.ops_per_graph}"]
+    if failure := trace.error_line():
+        lines.append(f"  {failure}")
+    for br in trace.graph_breaks:
+        lines.append(f"  break at {short_paths(br.file)}:{br.line}: {br.reason}")
+    lines.append("custom ops in graph: " + (", ".join(trace.custom_ops_in_graph) or "none"))
+    for op in trace.custom_ops_outside_graph:
+        lines.append(f"custom op outside any graph: {op['op']}: {op['reason']}")
+    for op in trace.custom_ops_wrong_meta:
+        lines.append(f"custom op with a wrong meta impl: {op['op']}: {op['reason']}")
+    if trace.recompiles:
+        backend = result.backend.compile_backend
+        lines.append(f"compiles over sizes {result.backend.capture_order or []}: "
+                     f"{len(trace.recompiles)} (torch.compile, backend {backend!r})")
+        lines += [f"  {c.text()}" for c in trace.recompiles]
+        if result.fail_on_recompile and result.recompiled():
+            lines.append(f"--fail-on-recompile: {len(result.recompiled())} recompile(s) after "
+                         "the first size")
+    if result.bisect is not None:
+        b = result.bisect
+        if b.get("node"):
+            lines.append(f"bisect: first diverging node `{b['node']}` ({b['op']}, shape "
+                         f"{b['shape']}) at {b['source']}: max abs err {b['max_abs_err']:.3g}"
+                         + (f", error {b['error']}" if b.get("error") else ""))
+        else:
+            lines.append(f"bisect: {b['error']}")
+    return lines

@@ -1,0 +1,64 @@
+"""`aclcap check-meta`: one row per op overload. Reads MetaReport and MetaResult through
+their public attributes only."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+
+from aclcap.report.layout import WIDE, document, notes, short_paths, status_cell, titled
+
+if TYPE_CHECKING:
+    from aclcap.meta.runner import MetaReport
+
+_SITE = re.compile(r"\(([^()\s]+):(\d+)\)")  # "(path/to/file.py:12)" in a meta impl's source
+
+
+def render(result: MetaReport, width: int) -> RenderableType:
+    """From WIDE columns up one row holds an op's schema, meta impl and reasons; below, a
+    schema or a reason would wrap over many lines, so a row holds two (the op and its meta
+    impl in short; status and sample count) and the reasons follow the table."""
+    title = f"aclcap check-meta: namespaces {', '.join(result.namespaces)}"
+    if width >= WIDE:
+        return _wide(result, title)
+    table = titled(title, show_lines=True)
+    table.add_column("op / meta impl", overflow="fold")
+    for col in ("kernels", "status"):
+        table.add_column(col, overflow="fold")
+    for r in result.results:
+        samples = f"\n[dim]{r.sample_count} samples[/]" if r.sample_count else ""
+        table.add_row(f"[bold]{r.op}[/]\n[dim]{_brief(r.meta_source)}[/]",
+                      ", ".join(r.kernels) or "none", status_cell(r.status) + samples)
+    return Group(table, *notes((r.op, [f.text() for f in r.findings]) for r in result.results))
+
+
+def to_document(result: MetaReport, device: str) -> dict:
+    return document("check-meta", device, result.rows(), namespaces=result.namespaces,
+                    summary=result.counts())
+
+
+def _wide(result: MetaReport, title: str) -> Table:
+    table = titled(title, show_lines=True)
+    table.add_column("op / schema", ratio=4, overflow="fold")
+    table.add_column("kernels", overflow="fold")
+    table.add_column("meta impl", ratio=2, overflow="fold")
+    table.add_column("status", overflow="fold")
+    table.add_column("reasons", ratio=4, overflow="fold")
+    for r in result.results:
+        signature = r.schema[r.schema.find("("):]  # the op line already names it
+        sources = f"\n[dim]samples: {'; '.join(r.sample_sources)}[/]" if r.sample_sources else ""
+        table.add_row(f"[bold]{r.op}[/]\n[dim]{signature}[/]", ", ".join(r.kernels) or "none",
+                      short_paths(r.meta_source) + sources, status_cell(r.status),
+                      "\n".join(f.text() for f in r.findings))
+    return table
+
+
+def _brief(source: str) -> str:
+    """A meta impl's kind and file:line, without folders or explanation: one short line."""
+    kind = re.split(r" \(|: ", source, maxsplit=1)[0]
+    site = _SITE.search(source)
+    return f"{kind} ({Path(site[1]).name}:{site[2]})" if site else kind
