@@ -32,22 +32,41 @@ BAD_INPUT = [
      "--compile-backend 'no_such_mod_xyz:fn': cannot import it"),
     (("bench", TINY, "--baseline", "no/such/base.json"), "--baseline no/such/base.json: file"),
     (("bench", TINY, "--modes", "eager,turbo"), "--modes 'eager,turbo': choose from eager"),
-    (("bench", TINY, "--rounds", "2"), "--rounds 2: at least 5 rounds"),
+    (("bench", TINY, "--rounds", "2"), "Invalid value for '--rounds': Input should be greater "
+     "than or equal to 5"),
+    (("bench", TINY, "--max-regression", "-1"), "Invalid value for '--max-regression'"),
+    (("check-meta", "--timeout", "-5"), "Invalid value for '--timeout'"),
+    (("check-meta", "--timeout", "0"), "Invalid value for '--timeout'"),
+    (("capture", TINY, "--timeout", "0"), "Invalid value for '--timeout'"),
+    (("capture", TINY, "--nproc", "0"), "Invalid value for '--nproc'"),
+    (("capture", TINY, "--nproc", "2", "--port", "70000"), "Invalid value for '--port'"),
+    (("capture", "--plan-sizes", "--budget", "0"), "Invalid value for '--budget'"),
+    (("capture", "--plan-sizes", "--max-size", "0"), "Invalid value for '--max-size'"),
+    (("capture", TINY, "--no-such-option"), "No such option: --no-such-option"),
+    (("capture", TINY, "--nproc", "4096"), "--nproc 4096: "),  # more than cores or devices
+    (("capture", TINY, "--nproc", "4096", "--oversubscribe"), "GiB available; give --nproc"),
+    (("bench", TINY, "--nproc", "4096"), "--nproc 4096: "),
+    (("capture", str(ROOT / "examples")), "is a directory"),
     (("bench", TINY, "--plot", "/no/such/dir/p.png"), "--plot /no/such/dir/p.png: folder"),
     (("bench", TINY, "--save-baseline", "/no/such/b.json"), "--save-baseline /no/such/b.json"),
     (("build", "--json", "/no/such/dir/b.json"), "--json /no/such/dir/b.json: folder"),
 ]
 
 
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
 @pytest.mark.parametrize("args,message", BAD_INPUT, ids=[" ".join(a[:2]) + f" #{i}"
                                                           for i, (a, _) in enumerate(BAD_INPUT)])
-def test_bad_input_is_one_line_exit_2(args, message):
-    run = aclcap(*args, "--device", "cpu") if args[0] in ("capture", "bench") and \
-        "--device" not in args else aclcap(*args)
+def test_bad_input_is_one_line_exit_2(args, message, debug):
+    """The exit code comes from the exception alone: --debug only adds the traceback."""
+    cpu = ("--device", "cpu") if args[0] in ("capture", "bench") and "--device" not in args \
+        else ()
+    run = aclcap(*(("--debug",) if debug else ()), *args, *cpu)
     assert run.code == 2, run.stderr
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], run.stderr
-    assert "Traceback" not in run.stderr
+    assert lines[-1].startswith("error: ") and message in lines[-1], run.stderr
+    assert not run.stderr.startswith("\n")  # one error-line format: no leading blank line
+    if not debug:
+        assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
 
 
 def test_output_path_is_checked_before_any_work(tmp_path):

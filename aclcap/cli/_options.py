@@ -33,15 +33,17 @@ ShapesOpt = Annotated[str | None, typer.Option(
     "model file's SHAPES, else 1,2,4,8.")]
 
 NprocOpt = Annotated[int | None, typer.Option(
-    "--nproc", metavar="N", help="Run on N tensor-parallel ranks of torch.distributed (gloo on "
+    "--nproc", metavar="N", min=1, help="Run on N tensor-parallel ranks of torch.distributed (gloo on "
     "cpu, nccl on cuda, hccl on npu; one device each); the default process group is up before "
-    "build_model is called.")]
+    "build_model is called. At most the devices present (cuda, npu) or the cores (cpu).")]
+OversubscribeOpt = Annotated[bool, typer.Option(
+    "--oversubscribe", help="With --nproc on cpu: allow more ranks than cores.")]
 TimeoutOpt = Annotated[float, typer.Option(
-    "--timeout", metavar="SECONDS", help="With --nproc: a rank that has not finished within "
+    "--timeout", metavar="SECONDS", min=0.1, help="With --nproc: a rank that has not finished within "
     "this time is reported (which collective it waits in, at which model line) and every rank "
     "is ended.")]
 PortOpt = Annotated[int, typer.Option(
-    "--port", help="With --nproc: the loopback port of the ranks' TCPStore (0: any free port).")]
+    "--port", min=0, max=65535, help="With --nproc: the loopback port of the ranks' TCPStore (0: any free port).")]
 MaxAutotuneOpt = Annotated[bool, typer.Option(
     "--max-autotune", help="cpu: compile the AOTI artifact with Inductor's max_autotune and "
     "freezing (C++ GEMM templates over prepacked weights): a faster replay for a slower "
@@ -63,9 +65,11 @@ def check_output_path(option: str, path: str | Path | None) -> None:
 
 
 def progress_bar() -> Progress:
+    """The spinner on a terminal; off elsewhere, where stopping it would leave a blank line
+    before an error line."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                     MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
-                    transient=True)
+                    transient=True, disable=not err_console.is_terminal)
 
 
 def stepper(progress: Progress) -> Callable[[str, int, int], None]:

@@ -16,6 +16,7 @@ from aclcap.cli._options import (
     JsonOpt,
     MaxAutotuneOpt,
     NprocOpt,
+    OversubscribeOpt,
     PortOpt,
     ShapesOpt,
     TimeoutOpt,
@@ -37,7 +38,7 @@ def bench(
     modes: Annotated[str, typer.Option(help="Comma-separated: eager (plain module), compiled "
                      "(torch.compile, inductor), graph (aclgraph / cudagraph / aoti replay).")
                      ] = "eager,compiled,graph",
-    rounds: Annotated[int, typer.Option(help="Interleaved rounds (at least 5); medians and "
+    rounds: Annotated[int, typer.Option(min=5, help="Interleaved rounds (at least 5); medians and "
                       "p90 are over rounds.")] = 7,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Also plot "
                     "step time against size, one line per mode (needs the plot extra).")
@@ -47,7 +48,7 @@ def bench(
     baseline: Annotated[Path | None, typer.Option("--baseline", metavar="FILE", help="Compare "
                         "ratios (mode/eager, kernel/reference) with FILE; exit 1 on a "
                         "regression.")] = None,
-    max_regression: Annotated[float, typer.Option(help="Allowed growth of a ratio over the "
+    max_regression: Annotated[float, typer.Option(min=0.0, help="Allowed growth of a ratio over the "
                               "baseline (0.10 = 10%).")] = 0.10,
     ops: Annotated[bool, typer.Option("--ops", help="Also time every bundled op against its "
                    "eager reference and the memory-traffic floor.")] = False,
@@ -58,6 +59,7 @@ def bench(
                        "share of the step, side by side per mode.")] = False,
     max_autotune: MaxAutotuneOpt = False,
     nproc: NprocOpt = None,
+    oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
     json_path: JsonOpt = None,
@@ -80,6 +82,10 @@ def bench(
     sizes = parse_shapes(shapes) if shapes is not None else None
     chosen = parse_modes(modes)
     baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
+    if nproc is not None:
+        from aclcap.devices import check_nproc, resolve_device
+
+        check_nproc(nproc, resolve_device(device), oversubscribe)
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)

@@ -15,6 +15,7 @@ from aclcap.cli._options import (
     JsonOpt,
     MaxAutotuneOpt,
     NprocOpt,
+    OversubscribeOpt,
     PerRankOpt,
     PortOpt,
     ShapesOpt,
@@ -55,18 +56,19 @@ def capture(
     ] = False,
     max_autotune: MaxAutotuneOpt = False,
     nproc: NprocOpt = None,
+    oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
     per_rank: PerRankOpt = False,
     plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
                           "sizes that minimize expected padded tokens within --budget graphs "
                           "(no MODEL.py needed).")] = False,
-    budget: Annotated[int | None, typer.Option(help="With --plan-sizes: how many graphs fit; "
+    budget: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: how many graphs fit; "
                       "default: from --layers and --comm-domains by vllm-ascend's stream rule.")
                       ] = None,
-    layers: Annotated[int | None, typer.Option(help="With --plan-sizes: the model's layers "
+    layers: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: the model's layers "
                       "(each graph costs layers + 1 Ascend streams).")] = None,
-    comm_domains: Annotated[int, typer.Option(help="With --plan-sizes: communication domains "
+    comm_domains: Annotated[int, typer.Option(min=0, help="With --plan-sizes: communication domains "
                             "of size > 1 (TP, DP), e.g. 1 for TP 4.")] = 0,
     hccl_aiv: Annotated[bool, typer.Option("--hccl-aiv", help="With --plan-sizes: "
                         "HCCL_OP_EXPANSION_MODE=AIV (fewer streams per domain).")] = False,
@@ -74,7 +76,7 @@ def capture(
         "--sizes-histogram", metavar="FILE", help="With --plan-sizes: batch sizes seen, as "
         "JSON {\"size\": count} or lines `size count`; default uniform up to --max-size.")
     ] = None,
-    max_size: Annotated[int, typer.Option(help="With --plan-sizes and no histogram: the "
+    max_size: Annotated[int, typer.Option(min=1, help="With --plan-sizes and no histogram: the "
                         "largest batch size.")] = 256,
     json_path: JsonOpt = None,
 ) -> None:
@@ -101,6 +103,10 @@ def capture(
     if model is None:
         raise UsageError("capture needs MODEL.py (or --plan-sizes to only plan sizes)")
     sizes = parse_shapes(shapes) if shapes is not None else None
+    if nproc is not None:
+        from aclcap.devices import check_nproc, resolve_device
+
+        check_nproc(nproc, resolve_device(device), oversubscribe)
     quiet_torch()
     with progress_bar() as progress:
         if nproc is None:

@@ -1,9 +1,13 @@
 """Write a register_fake stub per op that lacks a meta impl, generated from its schema.
 
-No tool among PyTorch, vLLM or vllm-ascend generates these, so this is written here. A stub
-is exact where the schema decides the answer (an op returning () only mutates its inputs;
-an output marked as aliasing an input is that input); elsewhere it guesses `empty_like` of
-the first tensor argument and leaves a TODO naming the output.
+torch's own generator, `torch._library.fake_profile` (behind `torch.export.draft_export`),
+writes no source and makes every output dim a fresh unbacked size, which brings
+data-dependent guards into the graph; a fake to start from needs source with sizes kept
+symbolic, so it is written here. A stub is exact where the schema decides the answer (an op
+returning () only mutates its inputs; an output marked as the mutated input, `Tensor(a!)`,
+is that input); a view of an input (`Tensor(a)`) is `x.view(...)` with a TODO for its
+shape, which the schema does not give; elsewhere it guesses `empty_like` of the first
+tensor argument and leaves a TODO naming the output.
 """
 
 from __future__ import annotations
@@ -45,10 +49,15 @@ def _alias_sets(alias_info) -> set[str]:
 
 def _return_expr(schema: torch._C.FunctionSchema, index: int, ret, todos: list[str]) -> str:
     aliases = _alias_sets(ret.alias_info)
+    label = ret.name or f"output {index}"
     for arg in schema.arguments:
         if aliases and aliases & _alias_sets(arg.alias_info):
-            return _pyname(arg.name)  # exact: the schema says this output is that input
-    label = ret.name or f"output {index}"
+            if ret.alias_info.is_write:
+                return _pyname(arg.name)  # exact: the schema says this output is that input
+            # A view of the input: same storage, a shape the schema does not say.
+            todos.append(f"{label} is a view of {arg.name}: give the view's shape (e.g. "
+                         f"{_pyname(arg.name)}.view(-1) or a slice), in sym sizes")
+            return f"{_pyname(arg.name)}.view({_pyname(arg.name)}.shape)"
     type_str = str(ret.type)
     first_tensor = next((a for a in schema.arguments if str(a.type) == "Tensor"), None)
     if type_str == "Tensor" and first_tensor is not None:
