@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 
 import typer
 import typer.core
+from rich.console import Console
+from rich.markup import escape
 
 # typer vendors click; its exceptions are the ones its parser raises (typer re-exports only
 # BadParameter), so the option-parsing errors are caught here by their own classes.
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
-from rich.console import Console
-from rich.markup import escape
 
 from aclcap.errors import CaptureError, UsageError, error_line, first_line
 

@@ -33,17 +33,19 @@ ShapesOpt = Annotated[str | None, typer.Option(
     "model file's SHAPES, else 1,2,4,8.")]
 
 NprocOpt = Annotated[int | None, typer.Option(
-    "--nproc", metavar="N", min=1, help="Run on N tensor-parallel ranks of torch.distributed (gloo on "
-    "cpu, nccl on cuda, hccl on npu; one device each); the default process group is up before "
-    "build_model is called. At most the devices present (cuda, npu) or the cores (cpu).")]
+    "--nproc", metavar="N", min=1, help="Run on N tensor-parallel ranks of torch.distributed "
+    "(gloo on cpu, nccl on cuda, hccl on npu; one device each); the default process group is up "
+    "before build_model is called. At most the devices present (cuda, npu) or the cores (cpu), "
+    "and as many as the memory holds at about 1 GiB a rank.")]
 OversubscribeOpt = Annotated[bool, typer.Option(
     "--oversubscribe", help="With --nproc on cpu: allow more ranks than cores.")]
 TimeoutOpt = Annotated[float, typer.Option(
-    "--timeout", metavar="SECONDS", min=0.1, help="With --nproc: a rank that has not finished within "
-    "this time is reported (which collective it waits in, at which model line) and every rank "
-    "is ended.")]
+    "--timeout", metavar="SECONDS", min=0.1, help="With --nproc: a rank that has not finished "
+    "within this time is reported (which collective it waits in, at which model line) and every "
+    "rank is ended.")]
 PortOpt = Annotated[int, typer.Option(
-    "--port", min=0, max=65535, help="With --nproc: the loopback port of the ranks' TCPStore (0: any free port).")]
+    "--port", min=0, max=65535, help="With --nproc: the loopback port of the ranks' TCPStore "
+    "(0: any free port).")]
 MaxAutotuneOpt = Annotated[bool, typer.Option(
     "--max-autotune", help="cpu: compile the AOTI artifact with Inductor's max_autotune and "
     "freezing (C++ GEMM templates over prepacked weights): a faster replay for a slower "

@@ -48,8 +48,8 @@ def bench(
     baseline: Annotated[Path | None, typer.Option("--baseline", metavar="FILE", help="Compare "
                         "ratios (mode/eager, kernel/reference) with FILE; exit 1 on a "
                         "regression.")] = None,
-    max_regression: Annotated[float, typer.Option(min=0.0, help="Allowed growth of a ratio over the "
-                              "baseline (0.10 = 10%).")] = 0.10,
+    max_regression: Annotated[float, typer.Option(min=0.0, help="Allowed growth of a ratio "
+                              "over the baseline (0.10 = 10%).")] = 0.10,
     ops: Annotated[bool, typer.Option("--ops", help="Also time every bundled op against its "
                    "eager reference and the memory-traffic floor.")] = False,
     pad: Annotated[bool, typer.Option("--pad", help="Also time each size between capture "

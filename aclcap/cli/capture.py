@@ -63,13 +63,13 @@ def capture(
     plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
                           "sizes that minimize expected padded tokens within --budget graphs "
                           "(no MODEL.py needed).")] = False,
-    budget: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: how many graphs fit; "
-                      "default: from --layers and --comm-domains by vllm-ascend's stream rule.")
-                      ] = None,
+    budget: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: how many graphs "
+                      "fit; default: from --layers and --comm-domains by vllm-ascend's stream "
+                      "rule.")] = None,
     layers: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: the model's layers "
                       "(each graph costs layers + 1 Ascend streams).")] = None,
-    comm_domains: Annotated[int, typer.Option(min=0, help="With --plan-sizes: communication domains "
-                            "of size > 1 (TP, DP), e.g. 1 for TP 4.")] = 0,
+    comm_domains: Annotated[int, typer.Option(min=0, help="With --plan-sizes: communication "
+                            "domains of size > 1 (TP, DP), e.g. 1 for TP 4.")] = 0,
     hccl_aiv: Annotated[bool, typer.Option("--hccl-aiv", help="With --plan-sizes: "
                         "HCCL_OP_EXPANSION_MODE=AIV (fewer streams per domain).")] = False,
     sizes_histogram: Annotated[Path | None, typer.Option(

@@ -31,8 +31,8 @@ def check_meta(
         "registered.")] = None,
     device: Annotated[str, typer.Option(
         help="Where real kernels run: auto (npu > cuda > cpu), cpu, cuda or npu.")] = "auto",
-    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds one op's checks may take before it "
-                                           "is reported as timed out.")] = 60.0,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds one op's checks may take "
+                                           "before it is reported as timed out.")] = 60.0,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Turn warnings (a `!` on an argument the kernel never writes) into "
         "failures.")] = False,
