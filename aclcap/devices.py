@@ -1,12 +1,13 @@
-"""Which backends this machine has, and why the others are absent (never faked)."""
+"""Which backends this machine has, and why the others are absent (never faked).
+
+torch is imported where a question needs it, so that a bad device name or --nproc on cpu
+is refused before the CLI pays for importing torch."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 from collections.abc import Callable
-
-import torch
 
 from aclcap.errors import UsageError
 
@@ -18,6 +19,8 @@ def unavailable_reason(device: str) -> str | None:
     if device == "cpu":
         return None
     if device == "cuda":
+        import torch
+
         if torch.version.cuda is None:
             return f"cuda: torch {torch.__version__} is a CPU-only build"
         if not torch.cuda.is_available():
@@ -27,6 +30,7 @@ def unavailable_reason(device: str) -> str | None:
         if importlib.util.find_spec("torch_npu") is None:
             return "npu: torch_npu not installed (pip install 'aclcap[npu]')"
         try:
+            import torch
             import torch_npu  # noqa: F401
         except ImportError as exc:
             return f"npu: CANN not found ({exc})"
@@ -38,6 +42,8 @@ def unavailable_reason(device: str) -> str | None:
 
 def synchronizer(device: str) -> Callable[[], None]:
     """Wait for the device's queued work (nothing to wait for on cpu): timings read after it."""
+    import torch
+
     return getattr(torch, device).synchronize if device != "cpu" else (lambda: None)
 
 
@@ -75,6 +81,8 @@ def check_nproc(nproc: int, device: str, oversubscribe: bool = False) -> None:
     (one device each), more than the cores on cpu unless `oversubscribe`, or more than the
     memory holds at a rough RANK_BYTES each."""
     if device in ("cuda", "npu"):
+        import torch
+
         count = getattr(torch, device).device_count()
         if nproc > count:
             raise UsageError(f"--nproc {nproc}: {count} {device} device(s) here, one per rank; "

@@ -107,3 +107,45 @@ def test_debug_shows_traceback():
 def test_library_that_fails_to_import_is_bad_input_not_a_bug():
     run = aclcap("check-meta", "--lib", str(BADOPS.with_name("missing.py")))
     assert run.code == 2
+
+
+BEFORE_TORCH = [
+    ("capture", TINY, "--shapes", "0", "--device", "cpu"),
+    ("capture", TINY, "--dtype", "int8", "--device", "cpu"),
+    ("capture", TINY, "--device", "tpu"),
+    ("capture", TINY, "--timeout", "0"),
+    ("capture", TINY, "--nproc", "4096", "--device", "cpu"),
+    ("capture", str(ROOT / "examples")),
+    ("capture", "no/such/model.py", "--device", "cpu"),
+    ("capture", "--plan-sizes"),
+    ("check-meta", "--lib", "no/such/lib.so"),
+    ("check-meta", "--lib", "no_such_module_xyz"),
+    ("check-meta", "--timeout", "-5"),
+    ("check-meta", "--samples-from", "no/such.py"),
+    ("bench", TINY, "--rounds", "2", "--device", "cpu"),
+    ("bench", TINY, "--baseline", "no/such/base.json", "--device", "cpu"),
+    ("bench", TINY, "--nproc", "4096", "--device", "cpu"),
+    ("build", "--json", "/no/such/dir/b.json"),
+]
+
+
+@pytest.mark.parametrize("args", BEFORE_TORCH, ids=[" ".join(a[:3]) for a in BEFORE_TORCH])
+def test_arguments_are_checked_before_torch_or_the_model_is_imported(args):
+    """Bad arguments cost no torch import (seconds): refused in well under 2 s."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom aclcap.cli import main\nsys.argv = ['aclcap', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "print(code, 'torch' in sys.modules, flush=True)")
+    run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert run.stdout.split() == ["2", "False"], run.stdout + run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_dtype_names_checked_early_are_the_step_ones():
+    from aclcap.cli._options import DTYPE_NAMES
+    from aclcap.graph.step import DTYPES
+
+    assert tuple(DTYPES) == DTYPE_NAMES

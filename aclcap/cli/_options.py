@@ -55,6 +55,23 @@ PerRankOpt = Annotated[bool, typer.Option(
     "size (the JSON always holds every rank's).")]
 
 
+# The names of graph/step.py's DTYPES, checked here before torch (which that map needs) is
+# imported; tests/test_cli_errors.py holds the two equal.
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+
+
+def check_dtype_name(name: str) -> None:
+    if name not in DTYPE_NAMES:
+        raise UsageError(f"--dtype {name!r}: choose one of {', '.join(DTYPE_NAMES)}")
+
+
+def check_model_path(path: Path | str) -> None:
+    """The model file exists and is a file: checked before anything is imported."""
+    from aclcap.graph.model import check_model_file
+
+    check_model_file(Path(path))
+
+
 def check_output_path(option: str, path: str | Path | None) -> None:
     """A file the command will write must be writable before the run, not after it."""
     if path is None or str(path) == "-":

@@ -20,6 +20,8 @@ from aclcap.cli._options import (
     PortOpt,
     ShapesOpt,
     TimeoutOpt,
+    check_dtype_name,
+    check_model_path,
     check_output_path,
     progress_bar,
     quiet_torch,
@@ -69,7 +71,7 @@ def bench(
     when --baseline finds a regression. With --nproc each round is the slowest rank's."""
     from aclcap import report
     from aclcap.bench.baseline import load_baseline, regressions
-    from aclcap.bench.run import parse_modes, run_bench
+    from aclcap.devices import check_nproc, resolve_device
     from aclcap.graph.model import parse_shapes
 
     for option, path in (("--json", json_path), ("--plot", plot),
@@ -79,13 +81,18 @@ def bench(
         from aclcap.bench.plot import require_matplotlib
 
         require_matplotlib()
+    # Every check on the arguments alone comes before torch and the model are imported.
+    if model is not None:
+        check_model_path(model)
     sizes = parse_shapes(shapes) if shapes is not None else None
-    chosen = parse_modes(modes)
     baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
+    check_dtype_name(dtype)
+    resolved = resolve_device(device)
     if nproc is not None:
-        from aclcap.devices import check_nproc, resolve_device
+        check_nproc(nproc, resolved, oversubscribe)
+    from aclcap.bench.run import parse_modes, run_bench
 
-        check_nproc(nproc, resolve_device(device), oversubscribe)
+    chosen = parse_modes(modes)
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)

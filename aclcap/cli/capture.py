@@ -20,6 +20,8 @@ from aclcap.cli._options import (
     PortOpt,
     ShapesOpt,
     TimeoutOpt,
+    check_dtype_name,
+    check_model_path,
     check_output_path,
     progress_bar,
     quiet_torch,
@@ -86,12 +88,15 @@ def capture(
     listed with the guard that failed. Exit 1 on any mismatch or capture failure, a graph
     break with --fullgraph, or a recompile with --fail-on-recompile."""
     from aclcap import report
-    from aclcap.capture.run import run_capture
+    from aclcap.devices import check_nproc, resolve_device
     from aclcap.graph.model import parse_shapes
 
     check_output_path("--json", json_path)
     if plan_sizes:
-        if budget is None and layers is not None:
+        if budget is None and layers is None:
+            raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be "
+                             "captured) or --layers L [--comm-domains D] to derive it")
+        if budget is None:
             from aclcap.capture.plan import ascend_graph_budget
 
             budget = ascend_graph_budget(layers, comm_domains, hccl_aiv)
@@ -102,11 +107,15 @@ def capture(
         return
     if model is None:
         raise UsageError("capture needs MODEL.py (or --plan-sizes to only plan sizes)")
+    # Every check on the arguments alone comes before torch and the model are imported.
+    check_model_path(model)
     sizes = parse_shapes(shapes) if shapes is not None else None
+    check_dtype_name(dtype)
+    resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
     if nproc is not None:
-        from aclcap.devices import check_nproc, resolve_device
+        check_nproc(nproc, resolved, oversubscribe)
+    from aclcap.capture.run import run_capture
 
-        check_nproc(nproc, resolve_device(device), oversubscribe)
     quiet_torch()
     with progress_bar() as progress:
         if nproc is None:
@@ -146,16 +155,10 @@ def capture(
     raise typer.Exit(result.exit_code)
 
 
-def _plan(budget: int | None, histogram: Path | None, max_size: int,
-          json_path: str | None) -> None:
+def _plan(budget: int, histogram: Path | None, max_size: int, json_path: str | None) -> None:
     from aclcap import report
     from aclcap.capture.plan import expected_waste, load_histogram, plan_sizes, vllm_default_sizes
 
-    if budget is None:
-        raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be captured) "
-                         "or --layers L [--comm-domains D] to derive it")
-    if max_size < 1:
-        raise UsageError(f"--max-size {max_size}: give a positive batch size")
     weights = load_histogram(str(histogram)) if histogram else \
         {b: 1.0 for b in range(1, max_size + 1)}
     chosen = plan_sizes(weights, budget)

@@ -62,16 +62,20 @@ def check_meta(
     from aclcap import report
     from aclcap.devices import resolve_device
     from aclcap.graph.model import parse_shapes
-    from aclcap.meta.libload import BUNDLED
-    from aclcap.meta.runner import check_meta as run_check
-    from aclcap.meta.stubs import emit_stubs as write_stubs
+    from aclcap.meta.libload import BUNDLED, check_library_path
 
+    # Every check on the arguments alone comes before torch and the libraries are imported
+    # (resolving --device auto asks torch whether cuda is there: last).
     check_output_path("--emit-stubs", emit_stubs)
-    resolved = resolve_device(device)
+    for spec in lib or []:
+        check_library_path(spec)
     sizes = parse_shapes(shapes) if shapes is not None else None
     for model in samples_from or []:
         if not model.is_file():
             raise UsageError(f"--samples-from {model}: no such model file")
+    resolved = resolve_device(device)
+    from aclcap.meta.runner import check_meta as run_check
+    from aclcap.meta.stubs import emit_stubs as write_stubs
     libs = lib or ([] if samples_from else [BUNDLED])
     with progress_bar() as progress:
         task = progress.add_task("loading op libraries", total=None)

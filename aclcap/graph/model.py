@@ -75,15 +75,20 @@ def _import_once(path: Path, digest: str) -> Any:
     return module
 
 
-def load_model_file(path: str | Path) -> ModelSpec:
-    """Import the file by path and check the contract's names and types."""
-    path = Path(path)
+def check_model_file(path: Path) -> None:
+    """A model path that is a directory or missing is bad input, named as such."""
     if path.is_dir():
         raise UsageError(f"model file {path} is a directory: pass the path of a Python file "
                          "that defines build_model and make_inputs")
     if not path.is_file():
         raise UsageError(f"model file {path} not found: pass the path of a Python file that "
                          "defines build_model and make_inputs")
+
+
+def load_model_file(path: str | Path) -> ModelSpec:
+    """Import the file by path and check the contract's names and types."""
+    path = Path(path)
+    check_model_file(path)
     source = path.read_bytes()
     module = _import_once(path, hashlib.sha256(source).hexdigest())
     for fn in ("build_model", "make_inputs"):
