@@ -75,14 +75,14 @@ def summary(text: str, limit: int = LIMIT) -> str:
     whole = " ".join(paragraph)
     if len(whole) <= limit:
         return whole
-    sentences = _SENTENCE_END.split(whole)
+    sentences = [s for line in paragraph for s in _SENTENCE_END.split(line)]  # a line ends one
     start = next((i for i, s in enumerate(sentences) if i and _FIX.search(s)
                   and not _NOT_A_FIX.search(s)), None)
     if start is None:
         return cut_middle(whole, limit)
     fix = []
-    for sentence in sentences[start:]:  # the fix runs on until "file an issue" and the like
-        if _NOT_A_FIX.search(sentence):
+    for sentence in sentences[start:]:  # the fix runs on while its sentences say what to do
+        if not _FIX.search(sentence) or _NOT_A_FIX.search(sentence):
             break
         fix.append(sentence)
     return cut_middle(f"{sentences[0]} ... {' '.join(fix)}", limit)

@@ -89,5 +89,9 @@ def test_long_messages_are_cut_in_the_middle_keeping_the_fix():
             + "Please add a .clone() before returning it. Otherwise, please file an issue.")
     short = summary(text, 160)
     assert short.startswith("Found a bad thing") and short.endswith("before returning it.")
+    lazy = ("The tensor has no data. " + "Background that explains a lot. " * 20
+            + "To fix this, wrap the kernel in an opaque custom op.\nIf you're on Caffe2, "
+            "allocation is lazy.")
+    assert summary(lazy, 160).endswith("wrap the kernel in an opaque custom op.")
     assert len(cut_middle("word " * 100, 60)) <= 60
     assert first_line(ValueError("\n\nfirst\nsecond")) == "ValueError: first second"
