@@ -91,6 +91,18 @@ def test_internal_error_exits_3_in_one_line(monkeypatch):
         "traceback)"]
 
 
+def test_debug_keeps_exit_3_of_an_internal_error(monkeypatch):
+    from aclcap.capture import run as capture_run
+
+    def broken(*args, **kwargs):
+        raise KeyError("output 1")
+
+    monkeypatch.setattr(capture_run, "run_capture", broken)
+    run = aclcap("--debug", "capture", TINY, "--device", "cpu")
+    assert run.code == 3 and "Traceback" in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith("internal error: KeyError")
+
+
 @pytest.mark.parametrize("command", ["capture", "bench"])
 def test_capture_failure_exits_1_in_every_command(command):
     extra = ("--modes", "graph", "--rounds", "5") if command == "bench" else ()

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from aclcap.errors import CaptureError, cut_middle, first_line, summary
 from tests.conftest import ROOT, aclcap
 
 MODELS = ROOT / "tests" / "models"
@@ -58,6 +57,7 @@ def test_value_dependent_branch_gets_cond_advice(kind, tmp_path):
 
 
 def test_size_guard_keeps_guard_range_advice():
+    from aclcap.errors import CaptureError
     from aclcap.graph.backends.aoti import _export_advice
 
     failure = CaptureError("torch.export failed: UserError: Constraints violated (t)!")
@@ -85,6 +85,8 @@ def test_model_folder_is_on_sys_path_while_imported():
 
 
 def test_long_messages_are_cut_in_the_middle_keeping_the_fix():
+    from aclcap.errors import cut_middle, first_line, summary
+
     text = ("Found a bad thing in op x. " + "Background that explains a lot. " * 20
             + "Please add a .clone() before returning it. Otherwise, please file an issue.")
     short = summary(text, 160)

@@ -71,8 +71,9 @@ def handle_errors(command: F) -> F:
                 sys.stderr.write(traceback.format_exc())
             code, label = exit_code_of(exc)
             if code == EXIT_INTERNAL:
-                print_error(label, f"{first_line(exc)} (a bug of aclcap: rerun with --debug "
-                            "for the traceback)")
+                hint = "the traceback is above" if state.debug else \
+                    "rerun with --debug for the traceback"
+                print_error(label, f"{first_line(exc)} (a bug of aclcap: {hint})")
             else:
                 print_error(label, str(exc))
             raise typer.Exit(code) from None
