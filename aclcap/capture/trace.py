@@ -198,18 +198,13 @@ def located(exc: BaseException, model_file: Path) -> str:
     return f"{message} ({op + ' ' if op else ''}at {model_file.name}:{line})"
 
 
-def _tracing_failure(exc: Exception, seen: list[str], model_file: Path | None
-                     ) -> dict[str, Any]:
+def _tracing_failure(exc: Exception, model_file: Path | None) -> dict[str, Any]:
     """Which custom op and which model-file line a Dynamo failure names, read from the
-    error (the FX node it ran, the op its fake-impl error names, the "from user code"
-    stack); `seen` only decides between ops the message names equally."""
+    error alone (the FX node it ran, the op its fake-impl error names, the "from user
+    code" stack), never from the ops the step happened to call first."""
     text = str(innermost(exc))
-    op = failing_op(text)
-    if op is None:
-        op = next((n for n in seen if n.replace("::", ".") in text.split("from user code:")[0]),
-                   None)
     file, line = failure_site(text, model_file)
-    return {"op": op, "file": file, "line": line, "reason": failure_reason(exc)}
+    return {"op": failing_op(text), "file": file, "line": line, "reason": failure_reason(exc)}
 
 
 def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
@@ -228,8 +223,7 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
         except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
             return TraceReport(graph_count=0, custom_ops_outside_graph=[
                 {"op": name, "reason": "tracing failed before any graph"}
-                for name in recorder.seen], error=_tracing_failure(exc, recorder.seen,
-                                                                    model_file))
+                for name in recorder.seen], error=_tracing_failure(exc, model_file))
     breaks, seen = [], set()
     for br in explained.break_reasons:
         file, line = _break_site(br.user_stack, model_file)
