@@ -137,6 +137,7 @@ BEFORE_TORCH = [
     ("bench", TINY, "--rounds", "2", "--device", "cpu"),
     ("bench", TINY, "--baseline", "no/such/base.json", "--device", "cpu"),
     ("bench", TINY, "--nproc", "4096", "--device", "cpu"),
+    ("bench", TINY, "--modes", "eager,turbo", "--device", "cpu"),
     ("build", "--json", "/no/such/dir/b.json"),
 ]
 

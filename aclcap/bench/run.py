@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.bench.floor import StepBytes, read_bandwidth, step_bytes
+from aclcap.bench.modes import MODES
 from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.timing import (
     BlockTime,
@@ -25,7 +26,6 @@ from aclcap.graph.distributed import RankInfo, settle, settle_each_call
 from aclcap.graph.padding import pad_to, padded_sizes
 from aclcap.graph.step import prepare_step
 
-MODES = ("eager", "compiled", "graph")
 WARMUP_STEPS = 3
 SETTLED_STEPS = 50  # --nproc on cpu: steps per block, each timed alone (see settle)
 
@@ -112,14 +112,6 @@ def default_model() -> Path:
         raise UsageError("no MODEL.py given and examples/tiny_llama.py is not beside this "
                          "install: pass the model file to bench")
     return path
-
-
-def parse_modes(text: str) -> list[str]:
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if not modes or unknown:
-        raise UsageError(f"--modes {text!r}: choose from {', '.join(MODES)} (comma-separated)")
-    return [m for m in MODES if m in modes]
 
 
 def run_bench(

@@ -71,6 +71,7 @@ def bench(
     when --baseline finds a regression. With --nproc each round is the slowest rank's."""
     from aclcap import report
     from aclcap.bench.baseline import load_baseline, regressions
+    from aclcap.bench.modes import parse_modes
     from aclcap.devices import check_nproc, resolve_device
     from aclcap.graph.model import parse_shapes
 
@@ -87,12 +88,12 @@ def bench(
     sizes = parse_shapes(shapes) if shapes is not None else None
     baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
     check_dtype_name(dtype)
-    resolved = resolve_device(device)
+    chosen = parse_modes(modes)
+    resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
     if nproc is not None:
         check_nproc(nproc, resolved, oversubscribe)
-    from aclcap.bench.run import parse_modes, run_bench
+    from aclcap.bench.run import run_bench
 
-    chosen = parse_modes(modes)
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)
