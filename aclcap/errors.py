@@ -4,6 +4,22 @@ The CLI maps them (aclcap/cli/_errors.py): UsageError exits 2 (bad input or envi
 CaptureError exits 1 (a check failed: the step cannot be captured), anything else exits 3
 (a bug of aclcap itself)."""
 
+from __future__ import annotations
+
+import re
+
+# torch wraps the error that says what went wrong (BackendCompilerFailed holds it in
+# `inner_exception`, TorchRuntimeError in `__cause__`): only these modules' wrappers are
+# unwrapped, never aclcap's own errors, whose message already names the cause.
+_WRAPPER_MODULES = ("torch._dynamo.exc",)
+# A sentence of torch's message that tells the user what to do; "file an issue" never does.
+_FIX = re.compile(r"\b(please|to fix|try|use|consider|instead|add|delete|remove|clone|"
+                  r"rewrite|move|mark)\b", re.IGNORECASE)
+_NOT_A_FIX = re.compile(r"file an issue|report (a|this) bug|TORCHDYNAMO_VERBOSE|tlparse",
+                        re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+LIMIT = 320
+
 
 class UsageError(Exception):
     """Bad input or environment; the message names the problem and the fix."""
@@ -13,15 +29,70 @@ class CaptureError(Exception):
     """Capturing failed; the message names the op and source line where known."""
 
 
+def innermost(exc: BaseException) -> BaseException:
+    """The exception torch's compile wrappers hold: the one whose message is the cause."""
+    seen = {id(exc)}
+    while type(exc).__module__ in _WRAPPER_MODULES:
+        inner = getattr(exc, "inner_exception", None) or exc.__cause__
+        if not isinstance(inner, BaseException) or id(inner) in seen:
+            break
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
 def first_text_line(text: str) -> str:
     """The first non-blank line of a message, stripped."""
     return next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
 
 
-def first_line(exc: BaseException, limit: int = 160) -> str:
-    """`Type: first line of the message`, cut to `limit`: how any caught error is reported."""
-    text = first_text_line(str(exc))
-    text = text if len(text) <= limit else text[: limit - 3] + "..."
+def error_line(text: str) -> str:
+    """A message as one line: no blank lines before or after, its lines joined."""
+    return " ".join(ln.strip() for ln in str(text).splitlines() if ln.strip())
+
+
+def cut_middle(text: str, limit: int = LIMIT) -> str:
+    """`text` shortened to `limit` by cutting its middle: the start says what failed, the
+    end usually says why and what to do."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 5
+    head = text[: keep // 2].rsplit(" ", 1)[0]  # whole words only
+    tail = text[len(text) - (keep - keep // 2):].split(" ", 1)[-1]
+    return f"{head} ... {tail}"
+
+
+def summary(text: str, limit: int = LIMIT) -> str:
+    """The first paragraph of a message in one line; where it is too long, its first
+    sentence (what failed) and the sentence that carries the fix, then the middle cut."""
+    paragraph = []
+    for line in str(text).strip().splitlines():
+        if not line.strip():
+            if paragraph:
+                break
+            continue
+        paragraph.append(line.strip())
+    whole = " ".join(paragraph)
+    if len(whole) <= limit:
+        return whole
+    sentences = [s for line in paragraph for s in _SENTENCE_END.split(line)]  # a line ends one
+    start = next((i for i, s in enumerate(sentences) if i and _FIX.search(s)
+                  and not _NOT_A_FIX.search(s)), None)
+    if start is None:
+        return cut_middle(whole, limit)
+    fix = []
+    for sentence in sentences[start:]:  # the fix runs on while its sentences say what to do
+        if not _FIX.search(sentence) or _NOT_A_FIX.search(sentence):
+            break
+        fix.append(sentence)
+    return cut_middle(f"{sentences[0]} ... {' '.join(fix)}", limit)
+
+
+def first_line(exc: BaseException, limit: int = LIMIT) -> str:
+    """`Type: message` of the innermost cause, its fix kept (see `summary`): how any caught
+    error is reported."""
+    exc = innermost(exc)
+    text = summary(str(exc), limit)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -29,3 +100,20 @@ def last_line(exc: BaseException) -> str:
     """`Type: last line of the message`: for import errors, whose last line says what broke."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
+
+
+# What torch raises or says when the step branches on a tensor's values, not its sizes.
+_VALUE_DEPENDENT = re.compile(r"GuardOnDataDependentSymNode|data-dependent|DataDependent|"
+                              r"Tensor\.item\(\)|\.tolist\(\)|generic_jump TensorVariable|"
+                              r"capture_scalar_outputs")
+
+
+def value_dependent(exc: BaseException) -> bool:
+    """Whether a tracing error comes from control flow on a tensor's values (`if x.sum() >
+    0`, `.item()`, `.tolist()`): guard ranges of sizes cannot fix those, torch.cond can."""
+    chain: BaseException | None = exc
+    while chain is not None:
+        if _VALUE_DEPENDENT.search(f"{type(chain).__name__}: {chain}"):
+            return True
+        chain = chain.__cause__
+    return False

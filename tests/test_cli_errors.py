@@ -32,22 +32,41 @@ BAD_INPUT = [
      "--compile-backend 'no_such_mod_xyz:fn': cannot import it"),
     (("bench", TINY, "--baseline", "no/such/base.json"), "--baseline no/such/base.json: file"),
     (("bench", TINY, "--modes", "eager,turbo"), "--modes 'eager,turbo': choose from eager"),
-    (("bench", TINY, "--rounds", "2"), "--rounds 2: at least 5 rounds"),
+    (("bench", TINY, "--rounds", "2"), "Invalid value for '--rounds': Input should be greater "
+     "than or equal to 5"),
+    (("bench", TINY, "--max-regression", "-1"), "Invalid value for '--max-regression'"),
+    (("check-meta", "--timeout", "-5"), "Invalid value for '--timeout'"),
+    (("check-meta", "--timeout", "0"), "Invalid value for '--timeout'"),
+    (("capture", TINY, "--timeout", "0"), "Invalid value for '--timeout'"),
+    (("capture", TINY, "--nproc", "0"), "Invalid value for '--nproc'"),
+    (("capture", TINY, "--nproc", "2", "--port", "70000"), "Invalid value for '--port'"),
+    (("capture", "--plan-sizes", "--budget", "0"), "Invalid value for '--budget'"),
+    (("capture", "--plan-sizes", "--max-size", "0"), "Invalid value for '--max-size'"),
+    (("capture", TINY, "--no-such-option"), "No such option: --no-such-option"),
+    (("capture", TINY, "--nproc", "4096"), "--nproc 4096: "),  # more than cores or devices
+    (("capture", TINY, "--nproc", "4096", "--oversubscribe"), "GiB available; give --nproc"),
+    (("bench", TINY, "--nproc", "4096"), "--nproc 4096: "),
+    (("capture", str(ROOT / "examples")), "is a directory"),
     (("bench", TINY, "--plot", "/no/such/dir/p.png"), "--plot /no/such/dir/p.png: folder"),
     (("bench", TINY, "--save-baseline", "/no/such/b.json"), "--save-baseline /no/such/b.json"),
     (("build", "--json", "/no/such/dir/b.json"), "--json /no/such/dir/b.json: folder"),
 ]
 
 
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
 @pytest.mark.parametrize("args,message", BAD_INPUT, ids=[" ".join(a[:2]) + f" #{i}"
                                                           for i, (a, _) in enumerate(BAD_INPUT)])
-def test_bad_input_is_one_line_exit_2(args, message):
-    run = aclcap(*args, "--device", "cpu") if args[0] in ("capture", "bench") and \
-        "--device" not in args else aclcap(*args)
+def test_bad_input_is_one_line_exit_2(args, message, debug):
+    """The exit code comes from the exception alone: --debug only adds the traceback."""
+    cpu = ("--device", "cpu") if args[0] in ("capture", "bench") and "--device" not in args \
+        else ()
+    run = aclcap(*(("--debug",) if debug else ()), *args, *cpu)
     assert run.code == 2, run.stderr
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], run.stderr
-    assert "Traceback" not in run.stderr
+    assert lines[-1].startswith("error: ") and message in lines[-1], run.stderr
+    assert not run.stderr.startswith("\n")  # one error-line format: no leading blank line
+    if not debug:
+        assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
 
 
 def test_output_path_is_checked_before_any_work(tmp_path):
@@ -72,6 +91,18 @@ def test_internal_error_exits_3_in_one_line(monkeypatch):
         "traceback)"]
 
 
+def test_debug_keeps_exit_3_of_an_internal_error(monkeypatch):
+    from aclcap.capture import run as capture_run
+
+    def broken(*args, **kwargs):
+        raise KeyError("output 1")
+
+    monkeypatch.setattr(capture_run, "run_capture", broken)
+    run = aclcap("--debug", "capture", TINY, "--device", "cpu")
+    assert run.code == 3 and "Traceback" in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith("internal error: KeyError")
+
+
 @pytest.mark.parametrize("command", ["capture", "bench"])
 def test_capture_failure_exits_1_in_every_command(command):
     extra = ("--modes", "graph", "--rounds", "5") if command == "bench" else ()
@@ -88,3 +119,46 @@ def test_debug_shows_traceback():
 def test_library_that_fails_to_import_is_bad_input_not_a_bug():
     run = aclcap("check-meta", "--lib", str(BADOPS.with_name("missing.py")))
     assert run.code == 2
+
+
+BEFORE_TORCH = [
+    ("capture", TINY, "--shapes", "0", "--device", "cpu"),
+    ("capture", TINY, "--dtype", "int8", "--device", "cpu"),
+    ("capture", TINY, "--device", "tpu"),
+    ("capture", TINY, "--timeout", "0"),
+    ("capture", TINY, "--nproc", "4096", "--device", "cpu"),
+    ("capture", str(ROOT / "examples")),
+    ("capture", "no/such/model.py", "--device", "cpu"),
+    ("capture", "--plan-sizes"),
+    ("check-meta", "--lib", "no/such/lib.so"),
+    ("check-meta", "--lib", "no_such_module_xyz"),
+    ("check-meta", "--timeout", "-5"),
+    ("check-meta", "--samples-from", "no/such.py"),
+    ("bench", TINY, "--rounds", "2", "--device", "cpu"),
+    ("bench", TINY, "--baseline", "no/such/base.json", "--device", "cpu"),
+    ("bench", TINY, "--nproc", "4096", "--device", "cpu"),
+    ("bench", TINY, "--modes", "eager,turbo", "--device", "cpu"),
+    ("build", "--json", "/no/such/dir/b.json"),
+]
+
+
+@pytest.mark.parametrize("args", BEFORE_TORCH, ids=[" ".join(a[:3]) for a in BEFORE_TORCH])
+def test_arguments_are_checked_before_torch_or_the_model_is_imported(args):
+    """Bad arguments cost no torch import (seconds): refused in well under 2 s."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom aclcap.cli import main\nsys.argv = ['aclcap', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "print(code, 'torch' in sys.modules, flush=True)")
+    run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert run.stdout.split() == ["2", "False"], run.stdout + run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_dtype_names_checked_early_are_the_step_ones():
+    from aclcap.cli._options import DTYPE_NAMES
+    from aclcap.graph.step import DTYPES
+
+    assert tuple(DTYPES) == DTYPE_NAMES

@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.bench.floor import StepBytes, read_bandwidth, step_bytes
+from aclcap.bench.modes import MODES
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.timing import (
@@ -26,7 +27,6 @@ from aclcap.graph.distributed import RankInfo, settle, settle_each_call
 from aclcap.graph.padding import pad_to, padded_sizes
 from aclcap.graph.step import prepare_step
 
-MODES = ("eager", "compiled", "graph")
 WARMUP_STEPS = 3
 SETTLED_STEPS = 50  # --nproc on cpu: steps per block, each timed alone (see settle)
 
@@ -117,14 +117,6 @@ def default_model() -> Path:
 def with_model(options: BenchOptions) -> BenchOptions:
     """The options with the model file named: the default one where none was given."""
     return options if options.model else replace(options, model=str(default_model()))
-
-
-def parse_modes(text: str) -> tuple[str, ...]:
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if not modes or unknown:
-        raise UsageError(f"--modes {text!r}: choose from {', '.join(MODES)} (comma-separated)")
-    return tuple(m for m in MODES if m in modes)
 
 
 def run_bench(options: BenchOptions,

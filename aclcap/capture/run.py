@@ -9,7 +9,7 @@ from typing import Any
 
 from aclcap.capture.options import CaptureOptions
 from aclcap.capture.replay import replay_check
-from aclcap.capture.trace import TraceReport, trace_model
+from aclcap.capture.trace import TraceReport, located, trace_model
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import Compile, CompileLog
@@ -171,7 +171,7 @@ def capture_step(step: StepContext, options: CaptureOptions,
         captured = step.backend.capture(
             step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"), log=log)
     except CaptureError as exc:
-        report.rows = failed_rows(sizes, mechanism, [str(exc)])
+        report.rows = failed_rows(sizes, mechanism, [located(exc, step.spec.path)])
         return report
     finally:
         trace.recompiles = log.compiles

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from aclcap._tensors import clone_tensors
-from aclcap.errors import first_line, first_text_line
+from aclcap.errors import first_line, first_text_line, innermost, summary
 from aclcap.graph.compiles import Compile
 from aclcap.loading.libraries import BUILTIN_NAMESPACES
 from aclcap.meta.fakecheck import fake_mismatches
@@ -105,23 +105,75 @@ def _break_site(stack: list, model_file: Path | None) -> tuple[str, int]:
     return frames[-1].filename, frames[-1].lineno or 0
 
 
-def _tracing_failure(exc: Exception, seen: list[str], model_file: Path | None
-                     ) -> dict[str, Any]:
-    """Which custom op and which model-file line a Dynamo failure names, read from its
-    message (the FX node it ran and the "from user code" stack)."""
-    text = str(exc)
-    # Composite ops decompose before a dispatch mode sees them: look them up by name too.
-    named = [f"{ns}::{name}" for ns, name in re.findall(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)", text)
-             if ns not in BUILTIN_NAMESPACES]
+# Where a message names the op that failed, most specific first: the FX node being run,
+# the op a fake-impl error names, the node of an "Original traceback".
+_OP_IN_ERROR = (
+    re.compile(r"call_function\[target=torch\.ops\.(\w+)\.(\w+)"),
+    re.compile(r"call_function (?:torch\.ops\.)?(\w+)\.(\w+)\("),
+    re.compile(r"registered for <CustomOpDef\((\w+)::(\w+)\)>"),
+    re.compile(r"registered for (\w+)::(\w+)"),
+    re.compile(r"UnsupportedOperatorException: (\w+)\.(\w+)"),
+)
+_INNER_CAUSE = re.compile(r"got (\w+)\((['\"])(.*?)\2\)\s*$", re.MULTILINE)
+
+
+def failing_op(text: str) -> str | None:
+    """The custom op a tracing error is about, read from the error itself (never from the
+    user's source line it quotes, which may call several ops)."""
     known = set(torch._C._dispatch_get_all_op_names())
-    op = next((n for n in [*seen, *named] if n in known and n.replace("::", ".") in text), None)
+    for pattern in _OP_IN_ERROR:
+        for ns, name in pattern.findall(text):
+            if ns not in BUILTIN_NAMESPACES and f"{ns}::{name}" in known:
+                return f"{ns}::{name}"
+    # Composite ops decompose before a dispatch mode sees them: any op the message names
+    # outside the quoted user code.
+    message = text.split("from user code:")[0].split("Original traceback:")[0]
+    named = [f"{ns}::{name}" for ns, name in
+             re.findall(r"\b([A-Za-z_]\w*)(?:\.|::)([A-Za-z_]\w*)", message)
+             if ns not in BUILTIN_NAMESPACES]
+    return next((n for n in named if n in known), None)
+
+
+def failure_site(text: str, model_file: Path | None) -> tuple[str, int]:
+    """The model-file line a torch error's user stack ("from user code", "Original
+    traceback") ends in."""
     sites = re.findall(r'File "([^"]+)", line (\d+)', text)
     if model_file is not None:
         sites = [s for s in sites if Path(s[0]).resolve() == model_file.resolve()] or sites
-    file, line = (sites[-1][0], int(sites[-1][1])) if sites else ("<unknown>", 0)
-    cause = re.search(r"got (\w+)\(['\"](.*?)(?:\\n|['\"]\))", text)
-    reason = first_line(exc) + (f" ({cause.group(1)}: {cause.group(2)[:160]})" if cause else "")
-    return {"op": op, "file": file, "line": line, "reason": reason}
+    return (sites[-1][0], int(sites[-1][1])) if sites else ("<unknown>", 0)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The error's cause in one line: Dynamo's "got RuntimeError('...')" is the cause of
+    its "RuntimeError when making fake tensor call", so it comes first."""
+    cause = _INNER_CAUSE.search(str(exc))
+    if cause is None:
+        return first_line(exc)
+    message = cause.group(3).replace("\\n", "\n").replace("\\'", "'")
+    return f"{cause.group(1)}: {summary(message)}"
+
+
+def located(exc: BaseException, model_file: Path) -> str:
+    """A capture failure's message with the op and the model line it failed on, read from
+    the torch error it wraps (an FX node's "Original traceback"), where the message lacks
+    them."""
+    message = str(exc)
+    text = "\n".join(str(e) for e in (exc, exc.__cause__, innermost(exc)) if e is not None)
+    file, line = failure_site(text, model_file)
+    if not line or Path(file).resolve() != model_file.resolve() \
+            or f"{model_file.name}:{line}" in message:
+        return message
+    op = failing_op(text)
+    return f"{message} ({op + ' ' if op else ''}at {model_file.name}:{line})"
+
+
+def _tracing_failure(exc: Exception, model_file: Path | None) -> dict[str, Any]:
+    """Which custom op and which model-file line a Dynamo failure names, read from the
+    error alone (the FX node it ran, the op its fake-impl error names, the "from user
+    code" stack), never from the ops the step happened to call first."""
+    text = str(innermost(exc))
+    file, line = failure_site(text, model_file)
+    return {"op": failing_op(text), "file": file, "line": line, "reason": failure_reason(exc)}
 
 
 def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
@@ -143,8 +195,7 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
         except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
             return TraceReport(graph_count=0, custom_ops_outside_graph=[
                 {"op": name, "reason": "tracing failed before any graph"}
-                for name in recorder.seen], error=_tracing_failure(exc, recorder.seen,
-                                                                    model_file))
+                for name in recorder.seen], error=_tracing_failure(exc, model_file))
     breaks, seen = [], set()
     for br in explained.break_reasons:
         file, line = _break_site(br.user_stack, model_file)

@@ -8,13 +8,14 @@ from typing import Annotated
 
 import typer
 
-from aclcap.cli._errors import state
+from aclcap.cli._errors import OneLineErrors, state
 from aclcap.cli.bench import bench
 from aclcap.cli.build import build
 from aclcap.cli.capture import capture
 from aclcap.cli.check_meta import check_meta
 
 app = typer.Typer(
+    cls=OneLineErrors,
     help="Check custom PyTorch ops for graph mode: meta impls, torch.compile tracing, "
     "device-graph capture (aclgraph / CUDA graph / AOTInductor) and benchmarks. "
     "Exit codes: 0 passed, 1 a check failed, 2 bad input or environment, 3 internal error.",

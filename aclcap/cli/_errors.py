@@ -1,17 +1,25 @@
 """Exceptions -> one-line messages and exit codes, in one table for every command (the
-README's exit-code contract): the same failure gets the same code wherever it happens."""
+README's exit-code contract): the same failure gets the same code wherever it happens, with
+or without --debug, which only adds the traceback."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import sys
+import traceback
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 
-from aclcap.errors import CaptureError, UsageError, first_line
+# typer vendors click; its exceptions are the ones its parser raises (typer re-exports only
+# BadParameter), so the option-parsing errors are caught here by their own classes.
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+
+from aclcap.errors import CaptureError, UsageError, error_line, first_line
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 _EXIT_CODES: tuple[tuple[type[BaseException], int, str], ...] = (
@@ -24,14 +32,30 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _State:
-    debug = False  # --debug: tracebacks instead of one-line errors
+    debug = False  # --debug: the traceback too, before the one-line error
 
 
 state = _State()
 
 
+def exit_code_of(exc: BaseException) -> tuple[int, str]:
+    """The exit code and label of an exception, from its type alone (3: aclcap's own bug)."""
+    for kind, code, label in _EXIT_CODES:
+        if isinstance(exc, kind):
+            return code, label
+    return EXIT_INTERNAL, "internal error"
+
+
+def print_error(label: str, message: str) -> None:
+    """The one error-line format: `label: message`, one line, never markup (torch's
+    messages say "[/path/pair.cc:553]")."""
+    err_console.print(f"[red]{label}:[/] {escape(error_line(message))}", highlight=False,
+                      soft_wrap=True)
+
+
 def handle_errors(command: F) -> F:
-    """Run a command with the exception table applied; --debug re-raises for the traceback."""
+    """Run a command with the exception table applied; --debug prints the traceback first
+    and exits with the same code."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -44,16 +68,45 @@ def handle_errors(command: F) -> F:
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as exc:
             if state.debug:
-                raise
-            for kind, code, label in _EXIT_CODES:
-                if isinstance(exc, kind):
-                    # The message is text, never markup: torch's say "[/path/pair.cc:553]".
-                    err_console.print(f"[red]{label}:[/] {escape(str(exc))}", highlight=False,
-                                      soft_wrap=True)
-                    raise typer.Exit(code) from None
-            err_console.print(f"[red]internal error:[/] {escape(first_line(exc))} (a bug of "
-                              "aclcap: rerun with --debug for the traceback)", highlight=False,
-                              soft_wrap=True)
-            raise typer.Exit(EXIT_INTERNAL) from None
+                sys.stderr.write(traceback.format_exc())
+            code, label = exit_code_of(exc)
+            if code == EXIT_INTERNAL:
+                hint = "the traceback is above" if state.debug else \
+                    "rerun with --debug for the traceback"
+                print_error(label, f"{first_line(exc)} (a bug of aclcap: {hint})")
+            else:
+                print_error(label, str(exc))
+            raise typer.Exit(code) from None
 
     return run  # type: ignore[return-value]
+
+
+class OneLineErrors(typer.core.TyperGroup):
+    """typer's group whose option-parsing errors (a value out of range, an unknown option)
+    are one line in the project's format, exit 2, instead of rich's usage panel: the same
+    line whether the CLI runs as a script or under typer's CliRunner."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as exc:  # `aclcap` alone: the help, as before
+            if not standalone_mode:
+                raise
+            err_console.print(exc.ctx.get_help())
+            sys.exit(EXIT_BAD_INPUT)
+        except ClickException as exc:
+            if not standalone_mode:
+                raise
+            command = exc.ctx.command_path if getattr(exc, "ctx", None) else "aclcap"
+            print_error("error", f"{exc.format_message()} (see `{command} --help`)")
+            sys.exit(EXIT_BAD_INPUT)
+        except typer.Abort:
+            if not standalone_mode:
+                raise
+            err_console.print("interrupted")
+            sys.exit(EXIT_INTERRUPTED)
+        if standalone_mode:  # non-standalone main returns the code of a typer.Exit
+            sys.exit(result if isinstance(result, int) else EXIT_OK)
+        return result

@@ -33,15 +33,19 @@ ShapesOpt = Annotated[str | None, typer.Option(
     "model file's SHAPES, else 1,2,4,8.")]
 
 NprocOpt = Annotated[int | None, typer.Option(
-    "--nproc", metavar="N", help="Run on N tensor-parallel ranks of torch.distributed (gloo on "
-    "cpu, nccl on cuda, hccl on npu; one device each); the default process group is up before "
-    "build_model is called.")]
+    "--nproc", metavar="N", min=1, help="Run on N tensor-parallel ranks of torch.distributed "
+    "(gloo on cpu, nccl on cuda, hccl on npu; one device each); the default process group is up "
+    "before build_model is called. At most the devices present (cuda, npu) or the cores (cpu), "
+    "and as many as the memory holds at about 1 GiB a rank.")]
+OversubscribeOpt = Annotated[bool, typer.Option(
+    "--oversubscribe", help="With --nproc on cpu: allow more ranks than cores.")]
 TimeoutOpt = Annotated[float, typer.Option(
-    "--timeout", metavar="SECONDS", help="With --nproc: a rank that has not finished within "
-    "this time is reported (which collective it waits in, at which model line) and every rank "
-    "is ended.")]
+    "--timeout", metavar="SECONDS", min=0.1, help="With --nproc: a rank that has not finished "
+    "within this time is reported (which collective it waits in, at which model line) and every "
+    "rank is ended.")]
 PortOpt = Annotated[int, typer.Option(
-    "--port", help="With --nproc: the loopback port of the ranks' TCPStore (0: any free port).")]
+    "--port", min=0, max=65535, help="With --nproc: the loopback port of the ranks' TCPStore "
+    "(0: any free port).")]
 MaxAutotuneOpt = Annotated[bool, typer.Option(
     "--max-autotune", help="cpu: compile the AOTI artifact with Inductor's max_autotune and "
     "freezing (C++ GEMM templates over prepacked weights): a faster replay for a slower "
@@ -49,6 +53,23 @@ MaxAutotuneOpt = Annotated[bool, typer.Option(
 PerRankOpt = Annotated[bool, typer.Option(
     "--per-rank", help="With --nproc: print every rank's rows, not only the worst rank's per "
     "size (the JSON always holds every rank's).")]
+
+
+# The names of graph/step.py's DTYPES, checked here before torch (which that map needs) is
+# imported; tests/test_cli_errors.py holds the two equal.
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+
+
+def check_dtype_name(name: str) -> None:
+    if name not in DTYPE_NAMES:
+        raise UsageError(f"--dtype {name!r}: choose one of {', '.join(DTYPE_NAMES)}")
+
+
+def check_model_path(path: Path | str) -> None:
+    """The model file exists and is a file: checked before anything is imported."""
+    from aclcap.loading.model_file import check_model_file
+
+    check_model_file(Path(path))
 
 
 def check_output_path(option: str, path: str | Path | None) -> None:
@@ -63,9 +84,11 @@ def check_output_path(option: str, path: str | Path | None) -> None:
 
 
 def progress_bar() -> Progress:
+    """The spinner on a terminal; off elsewhere, where stopping it would leave a blank line
+    before an error line."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                     MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
-                    transient=True)
+                    transient=True, disable=not err_console.is_terminal)
 
 
 def stepper(progress: Progress) -> Callable[[str, int, int], None]:

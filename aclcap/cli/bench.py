@@ -16,9 +16,12 @@ from aclcap.cli._options import (
     JsonOpt,
     MaxAutotuneOpt,
     NprocOpt,
+    OversubscribeOpt,
     PortOpt,
     ShapesOpt,
     TimeoutOpt,
+    check_dtype_name,
+    check_model_path,
     check_output_path,
     progress_bar,
     quiet_torch,
@@ -36,7 +39,7 @@ def bench(
     modes: Annotated[str, typer.Option(help="Comma-separated: eager (plain module), compiled "
                      "(torch.compile, inductor), graph (aclgraph / cudagraph / aoti replay).")
                      ] = "eager,compiled,graph",
-    rounds: Annotated[int, typer.Option(help="Interleaved rounds (at least 5); medians and "
+    rounds: Annotated[int, typer.Option(min=5, help="Interleaved rounds (at least 5); medians and "
                       "p90 are over rounds.")] = 7,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Also plot "
                     "step time against size, one line per mode (needs the plot extra).")
@@ -46,8 +49,8 @@ def bench(
     baseline: Annotated[Path | None, typer.Option("--baseline", metavar="FILE", help="Compare "
                         "ratios (mode/eager, kernel/reference) with FILE; exit 1 on a "
                         "regression.")] = None,
-    max_regression: Annotated[float, typer.Option(help="Allowed growth of a ratio over the "
-                              "baseline (0.10 = 10%).")] = 0.10,
+    max_regression: Annotated[float, typer.Option(min=0.0, help="Allowed growth of a ratio "
+                              "over the baseline (0.10 = 10%).")] = 0.10,
     ops: Annotated[bool, typer.Option("--ops", help="Also time every bundled op against its "
                    "eager reference and the memory-traffic floor.")] = False,
     pad: Annotated[bool, typer.Option("--pad", help="Also time each size between capture "
@@ -57,6 +60,7 @@ def bench(
                        "share of the step, side by side per mode.")] = False,
     max_autotune: MaxAutotuneOpt = False,
     nproc: NprocOpt = None,
+    oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
     json_path: JsonOpt = None,
@@ -65,7 +69,8 @@ def bench(
     step median and p90, host and device time, launches per step, speedup vs eager. Exit 1
     when --baseline finds a regression. With --nproc each round is the slowest rank's."""
     from aclcap.bench.baseline import load_baseline, regressions
-    from aclcap.bench.run import parse_modes, run_bench
+    from aclcap.bench.modes import parse_modes
+    from aclcap.devices import check_nproc, resolve_device
     from aclcap.loading.model_file import parse_shapes
     from aclcap.report import bench as bench_report
     from aclcap.report import opbench as opbench_report
@@ -78,12 +83,22 @@ def bench(
         from aclcap.bench.plot import require_matplotlib
 
         require_matplotlib()
-    options = BenchOptions(
-        model=str(model) if model else None,
-        shapes=tuple(parse_shapes(shapes)) if shapes is not None else None, device=device,
-        dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout, port=port,
-        modes=parse_modes(modes), rounds=rounds, pad=pad, profile=profile)
+    # Every check on the arguments alone comes before torch and the model are imported.
+    if model is not None:
+        check_model_path(model)
+    sizes = parse_shapes(shapes) if shapes is not None else None
     baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
+    check_dtype_name(dtype)
+    chosen = parse_modes(modes)
+    resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
+    if nproc is not None:
+        check_nproc(nproc, resolved, oversubscribe)
+    options = BenchOptions(
+        model=str(model) if model else None, shapes=tuple(sizes) if sizes is not None else None,
+        device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,
+        port=port, modes=chosen, rounds=rounds, pad=pad, profile=profile)
+    from aclcap.bench.run import run_bench
+
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)

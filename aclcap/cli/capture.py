@@ -15,10 +15,13 @@ from aclcap.cli._options import (
     JsonOpt,
     MaxAutotuneOpt,
     NprocOpt,
+    OversubscribeOpt,
     PerRankOpt,
     PortOpt,
     ShapesOpt,
     TimeoutOpt,
+    check_dtype_name,
+    check_model_path,
     check_output_path,
     progress_bar,
     quiet_torch,
@@ -55,26 +58,27 @@ def capture(
     ] = False,
     max_autotune: MaxAutotuneOpt = False,
     nproc: NprocOpt = None,
+    oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
     per_rank: PerRankOpt = False,
     plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
                           "sizes that minimize expected padded tokens within --budget graphs "
                           "(no MODEL.py needed).")] = False,
-    budget: Annotated[int | None, typer.Option(help="With --plan-sizes: how many graphs fit; "
-                      "default: from --layers and --comm-domains by vllm-ascend's stream rule.")
-                      ] = None,
-    layers: Annotated[int | None, typer.Option(help="With --plan-sizes: the model's layers "
+    budget: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: how many graphs "
+                      "fit; default: from --layers and --comm-domains by vllm-ascend's stream "
+                      "rule.")] = None,
+    layers: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: the model's layers "
                       "(each graph costs layers + 1 Ascend streams).")] = None,
-    comm_domains: Annotated[int, typer.Option(help="With --plan-sizes: communication domains "
-                            "of size > 1 (TP, DP), e.g. 1 for TP 4.")] = 0,
+    comm_domains: Annotated[int, typer.Option(min=0, help="With --plan-sizes: communication "
+                            "domains of size > 1 (TP, DP), e.g. 1 for TP 4.")] = 0,
     hccl_aiv: Annotated[bool, typer.Option("--hccl-aiv", help="With --plan-sizes: "
                         "HCCL_OP_EXPANSION_MODE=AIV (fewer streams per domain).")] = False,
     sizes_histogram: Annotated[Path | None, typer.Option(
         "--sizes-histogram", metavar="FILE", help="With --plan-sizes: batch sizes seen, as "
         "JSON {\"size\": count} or lines `size count`; default uniform up to --max-size.")
     ] = None,
-    max_size: Annotated[int, typer.Option(help="With --plan-sizes and no histogram: the "
+    max_size: Annotated[int, typer.Option(min=1, help="With --plan-sizes and no histogram: the "
                         "largest batch size.")] = 256,
     json_path: JsonOpt = None,
 ) -> None:
@@ -83,14 +87,17 @@ def capture(
     compare outputs and mutated inputs with eager. Every compile across the sizes is
     listed with the guard that failed. Exit 1 on any mismatch or capture failure, a graph
     break with --fullgraph, or a recompile with --fail-on-recompile."""
-    from aclcap.capture.run import run_capture
+    from aclcap.devices import check_nproc, resolve_device
     from aclcap.loading.model_file import parse_shapes
     from aclcap.report import capture as capture_report
     from aclcap.report.layout import console_for, write_json
 
     check_output_path("--json", json_path)
     if plan_sizes:
-        if budget is None and layers is not None:
+        if budget is None and layers is None:
+            raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be "
+                             "captured) or --layers L [--comm-domains D] to derive it")
+        if budget is None:
             from aclcap.capture.plan import ascend_graph_budget
 
             budget = ascend_graph_budget(layers, comm_domains, hccl_aiv)
@@ -101,8 +108,17 @@ def capture(
         return
     if model is None:
         raise UsageError("capture needs MODEL.py (or --plan-sizes to only plan sizes)")
+    # Every check on the arguments alone comes before torch and the model are imported.
+    check_model_path(model)
+    sizes = parse_shapes(shapes) if shapes is not None else None
+    check_dtype_name(dtype)
+    resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
+    if nproc is not None:
+        check_nproc(nproc, resolved, oversubscribe)
+    from aclcap.capture.run import run_capture
+
     options = CaptureOptions(
-        model=str(model), shapes=tuple(parse_shapes(shapes)) if shapes is not None else None,
+        model=str(model), shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, compile_backend=compile_backend, max_autotune=max_autotune,
         use_cache=not no_cache, nproc=nproc, timeout=timeout, port=port, fullgraph=fullgraph,
         pad=pad, bisect=bisect, fail_on_recompile=fail_on_recompile)
@@ -123,17 +139,11 @@ def capture(
     raise typer.Exit(result.exit_code)
 
 
-def _plan(budget: int | None, histogram: Path | None, max_size: int,
-          json_path: str | None) -> None:
+def _plan(budget: int, histogram: Path | None, max_size: int, json_path: str | None) -> None:
     from aclcap.capture.plan import make_plan
     from aclcap.report import plan as plan_report
     from aclcap.report.layout import console_for, write_json
 
-    if budget is None:
-        raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be captured) "
-                         "or --layers L [--comm-domains D] to derive it")
-    if max_size < 1:
-        raise UsageError(f"--max-size {max_size}: give a positive batch size")
     plan = make_plan(budget, str(histogram) if histogram else None, max_size)
     if json_path:
         write_json(json_path, plan_report.to_document(plan))

@@ -31,8 +31,8 @@ def check_meta(
         "registered.")] = None,
     device: Annotated[str, typer.Option(
         help="Where real kernels run: auto (npu > cuda > cpu), cpu, cuda or npu.")] = "auto",
-    timeout: Annotated[float, typer.Option(help="Seconds one op's checks may take before it "
-                                           "is reported as timed out.")] = 60.0,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds one op's checks may take "
+                                           "before it is reported as timed out.")] = 60.0,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Turn warnings (a `!` on an argument the kernel never writes) into "
         "failures.")] = False,
@@ -61,18 +61,23 @@ def check_meta(
         return
     from aclcap import report
     from aclcap.devices import resolve_device
-    from aclcap.loading.libraries import BUNDLED
+    from aclcap.loading.libraries import BUNDLED, check_library_path
     from aclcap.loading.model_file import parse_shapes
     from aclcap.meta.options import CheckMetaOptions
-    from aclcap.meta.runner import check_meta as run_check
-    from aclcap.meta.stubs import emit_stubs as write_stubs
 
+    # Every check on the arguments alone comes before torch and the libraries are imported
+    # (resolving --device auto asks torch whether cuda is there: last).
     check_output_path("--emit-stubs", emit_stubs)
-    resolved = resolve_device(device)
+    for spec in lib or []:
+        check_library_path(spec)
     sizes = parse_shapes(shapes) if shapes is not None else None
     for model in samples_from or []:
         if not model.is_file():
             raise UsageError(f"--samples-from {model}: no such model file")
+    resolved = resolve_device(device)
+    from aclcap.meta.runner import check_meta as run_check
+    from aclcap.meta.stubs import emit_stubs as write_stubs
+
     options = CheckMetaOptions(
         libs=lib or ([] if samples_from else [BUNDLED]), namespaces=namespace, device=resolved,
         timeout_s=timeout, strict=strict, samples_from=[str(m) for m in samples_from or []],

@@ -36,19 +36,35 @@ def _import_file(path: Path) -> None:
     spec.loader.exec_module(module)
 
 
+def _looks_like_path(spec: str) -> bool:
+    return Path(spec).suffix in (".so", ".py", ".dylib", ".pyd") or "/" in spec
+
+
+def check_library_path(spec: str) -> None:
+    """A library given as a path must exist, one given as a module must be findable:
+    checked before torch is imported (finding a top-level module imports nothing)."""
+    if _looks_like_path(spec):
+        if not Path(spec).exists():
+            raise UsageError(f"op library {spec} not found: pass an existing .so or .py file, "
+                             "or an importable module name")
+        return
+    try:
+        found = importlib.util.find_spec(spec) is not None
+    except ModuleNotFoundError:  # a missing parent package of a dotted name
+        found = False
+    if not found:
+        raise UsageError(f"op library {spec!r} not found: No module named {spec!r} (pass a .so "
+                         "or .py path, or an importable module)")
+
+
 def load_library(spec: str) -> None:
     """Load one op library; any failure becomes a one-line UsageError naming it."""
     import torch
 
     path = Path(spec)
-    looks_like_path = path.suffix in (".so", ".py", ".dylib", ".pyd") or "/" in spec
     try:
-        if looks_like_path:
-            if not path.exists():
-                raise UsageError(
-                    f"op library {spec} not found: pass an existing .so or .py file, "
-                    "or an importable module name"
-                )
+        if _looks_like_path(spec):
+            check_library_path(spec)
             if path.suffix == ".py":
                 _import_file(path.resolve())
             else:

@@ -58,6 +58,10 @@ def _import_once(path: Path, digest: str) -> Any:
         raise UsageError(f"model file {path} is not an importable Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # As Python does for a script: the file's folder is first on sys.path while it runs,
+    # so it can import the modules next to it; sys.path is restored after.
+    saved = list(sys.path)
+    sys.path.insert(0, str(path.resolve().parent))
     try:
         spec.loader.exec_module(module)
     except UsageError:
@@ -65,16 +69,26 @@ def _import_once(path: Path, digest: str) -> Any:
     except Exception as exc:
         del sys.modules[name]
         raise UsageError(f"model file {path} failed to import: {last_line(exc)}") from exc
+    finally:
+        sys.path[:] = saved
     module._aclcap_source_sha256 = digest
     return module
+
+
+def check_model_file(path: Path) -> None:
+    """A model path that is a directory or missing is bad input, named as such."""
+    if path.is_dir():
+        raise UsageError(f"model file {path} is a directory: pass the path of a Python file "
+                         "that defines build_model and make_inputs")
+    if not path.is_file():
+        raise UsageError(f"model file {path} not found: pass the path of a Python file that "
+                         "defines build_model and make_inputs")
 
 
 def load_model_file(path: str | Path) -> ModelSpec:
     """Import the file by path and check the contract's names and types."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"model file {path} not found: pass the path of a Python file that "
-                         "defines build_model and make_inputs")
+    check_model_file(path)
     source = path.read_bytes()
     module = _import_once(path, hashlib.sha256(source).hexdigest())
     for fn in ("build_model", "make_inputs"):

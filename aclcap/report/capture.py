@@ -162,7 +162,9 @@ def trace_lines(result: CaptureReport) -> list[str]:
         lines.append(f"custom op with a wrong meta impl: {op['op']}: {op['reason']}")
     if trace.recompiles:
         backend = result.backend.compile_backend
-        lines.append(f"compiles over sizes {result.backend.capture_order or []}: "
+        # The sizes that compiled, as the JSON's trace.recompiles has them (set whether or
+        # not the capture that followed succeeded).
+        lines.append(f"compiles at sizes {[c.size for c in trace.recompiles]}: "
                      f"{len(trace.recompiles)} (torch.compile, backend {backend!r})")
         lines += [f"  {c.text()}" for c in trace.recompiles]
         if result.fail_on_recompile and result.recompiled():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,7 +19,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import aclcap
-from aclcap.errors import CaptureError, first_line
+from aclcap.errors import CaptureError, first_line, value_dependent
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.graph.distributed import settle
@@ -73,6 +74,26 @@ def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec,
     for part in parts:
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
+
+
+def _export_advice(exc: CaptureError, log: CompileLog | None, model_file: Path) -> str:
+    """The export failure with the advice its kind needs: a branch on a tensor's values
+    needs torch.cond or to leave the step; a branch on the size can be captured by ranges."""
+    if value_dependent(exc):
+        site = re.search(r"([^\s(/]+\.py):(\d+) in ", str(exc.__cause__ or exc))
+        where = f" at {model_file.name}:{site.group(2)}" if site and \
+            model_file.name == site.group(1) else ""
+        return (f"{exc}; the step branches on a tensor's values{where}: make the branch a "
+                "torch.cond, or move it out of the step (decide before the step and pass the "
+                "result in)")
+    if "UnsupportedOperatorException" in str(exc):  # an op with no fake: no guard at all
+        return (f"{exc}: it has no fake impl; `aclcap check-meta --emit-stubs FILE` writes a "
+                "register_fake to start from")
+    guards = log.guards() if log else []
+    where = f"; the step guards on its size {guards[0].source()}" \
+        if guards and guards[0].file else ""
+    return (f"{exc}{where}: make the branch a torch.cond, or capture the sizes on each side in "
+            "separate runs")
 
 
 class AotiBackend:
@@ -131,11 +152,7 @@ class AotiBackend:
         try:
             ranges = export_ranges(step.model, step.inputs, step.dims, sizes)
         except CaptureError as exc:
-            guards = log.guards() if log else []
-            where = f"; the step guards on its size {guards[0].source()}" \
-                if guards and guards[0].file else ""
-            raise CaptureError(f"{exc}{where}: make the branch a torch.cond, or capture the "
-                               "sizes on each side in separate runs") from exc
+            raise CaptureError(_export_advice(exc, log, step.spec.path)) from exc
         loaded, artifacts = [], []
         for size_range in ranges:
             runner, artifact, facts = self._artifact(size_range.program, step.spec)
