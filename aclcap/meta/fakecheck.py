@@ -81,7 +81,7 @@ def _describe(f: torch.Tensor, bound: dict[sympy.Symbol, int]) -> str:
     return f"shape {shape} dtype {f.dtype} strides {strides}"
 
 
-def _compare_outputs(where: str, fake: Any, real: Any, shape_env: ShapeEnv | None = None
+def compare_outputs(where: str, fake: Any, real: Any, shape_env: ShapeEnv | None = None
                     ) -> list[str]:
     """One reason per output whose fake metadata differs from the real one's."""
     fake_leaves, _ = tree_flatten(fake)
@@ -118,7 +118,7 @@ def compare_fake(op: Any, args: tuple, kwargs: dict, real: Any) -> FakeCompariso
         fake, shape_env = run_fake(op, args, kwargs)
     except Exception as exc:
         return FakeComparison([f"fake impl raised {first_line(exc)}"])
-    return FakeComparison(_compare_outputs("fake impl", fake, real, shape_env),
+    return FakeComparison(compare_outputs("fake impl", fake, real, shape_env),
                           data_dependent_dims(fake))
 
 
