@@ -149,16 +149,18 @@ def _first_errors(log: str, limit: int = 6) -> str:
     return "\n".join(lines[:limit]) or log.strip()[-2000:]
 
 
-def _compile_cpu(src: Path, build_dir: Path, verbose: bool) -> Path:
+def compile_library(name: str, sources: list[Path], out_dir: Path, flags: list[str],
+                    verbose: bool = False) -> Path:
+    """Compile C++ sources into `out_dir/name.so` with torch.utils.cpp_extension and ninja
+    (incremental); a compile error raises BuildError with the compiler's first error lines.
+    The bundled library and the Meta kernels check-meta --synthesize-cpp emits both use it."""
     from torch.utils import cpp_extension
 
-    out_dir = build_dir / "cpu"
     out_dir.mkdir(parents=True, exist_ok=True)
-    flags = compile_flags()
     try:
         cpp_extension.load(
-            name=CPU_LIBRARY_NAME,
-            sources=[str(p) for p in _cpu_sources(src)],
+            name=name,
+            sources=[str(p) for p in sources],
             extra_cflags=flags,
             build_directory=str(out_dir),
             is_python_module=False,
@@ -166,6 +168,12 @@ def _compile_cpu(src: Path, build_dir: Path, verbose: bool) -> Path:
         )
     except RuntimeError as exc:
         raise BuildError(_first_errors(str(exc))) from exc
+    return out_dir / f"{name}.so"
+
+
+def _compile_cpu(src: Path, build_dir: Path, verbose: bool) -> Path:
+    compile_library(CPU_LIBRARY_NAME, _cpu_sources(src), build_dir / "cpu", compile_flags(),
+                    verbose)
     return cpu_library_path(build_dir)
 
 

@@ -1,0 +1,261 @@
+"""OpRules -> a Python module of `torch.library.register_fake` functions, one per op.
+
+Everything stays symbolic: dims are `x.shape[i]`, ceil division is `-(-a // b)`, outputs
+come from `x.new_empty(...)`, and a data-dependent size is `ctx.new_dynamic_size()`, so the
+module passes `aclcap check-meta --lint` and traces with dynamic shapes. Each function
+carries the evidence it was inferred from and what verified it (or why not).
+"""
+
+from __future__ import annotations
+
+import keyword
+
+import torch
+
+from aclcap.meta.synthesize.rules import (
+    BinOp,
+    Const,
+    Dim,
+    DtypeRule,
+    Expr,
+    IntArg,
+    Numel,
+    OpRule,
+    OutputRule,
+    Unbacked,
+    WholeShape,
+)
+
+_LINE = 100  # the project's ruff line length, which the emitted module keeps too
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
+
+HEADER = '''"""Fake (meta) impls synthesized by `aclcap check-meta --synthesize` from real calls of
+each op's kernel.{extra}
+
+Load after the op library: `aclcap check-meta --lib <your library> --lib <this file>`.
+"""
+
+import torch
+'''
+
+# Stride order of `like` on a tensor of another shape with the same rank: torch's own
+# elementwise rule (the one empty_like follows), since new_empty alone is always contiguous.
+_LIKE_HELPER = '''
+
+def _empty_in_order_of(like, sizes, dtype):
+    """An empty tensor of `sizes` laid out in the stride order of `like` (same rank)."""
+    from torch._prims_common import compute_elementwise_output_logical_to_physical_perm
+
+    perm = compute_elementwise_output_logical_to_physical_perm(like)
+    inverse = [perm.index(i) for i in range(len(perm))]
+    return like.new_empty([sizes[p] for p in perm], dtype=dtype).permute(inverse)
+'''
+
+
+def pyname(name: str) -> str:
+    """An argument name usable as a Python parameter (`from` -> `from_`)."""
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+def expr_source(e: Expr | Unbacked, prec: int = 0) -> str:
+    """Python source of an integer expression; parenthesized only where precedence needs."""
+    if isinstance(e, Const):
+        return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
+    if isinstance(e, Dim):
+        base = pyname(e.arg) if e.item is None else f"{pyname(e.arg)}[{e.item}]"
+        return f"{base}.shape[{e.index}]"
+    if isinstance(e, Numel):
+        base = pyname(e.arg) if e.item is None else f"{pyname(e.arg)}[{e.item}]"
+        return f"{base}.numel()"
+    if isinstance(e, IntArg):
+        return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
+    if isinstance(e, Unbacked):
+        return "ctx.new_dynamic_size()"
+    if not isinstance(e, BinOp):
+        raise TypeError(f"not a shape expression: {e!r}")
+    if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)
+        return f"-(-{expr_source(e.left, 3)} // {expr_source(e.right, 3)})"
+    own = _PRECEDENCE[e.op]
+    # left-associative: the right operand of - and // needs parentheses at equal precedence
+    text = f"{expr_source(e.left, own)} {e.op} {expr_source(e.right, own + 1)}"
+    return f"({text})" if own < prec else text
+
+
+def _dtype_source(rule: DtypeRule | None, base: str) -> str:
+    if rule is None or (rule.kind == "like" and rule.arg is None):
+        return f"{base}.dtype"
+    if rule.kind == "fixed":
+        return f"torch.{rule.dtype}"
+    if rule.kind == "like":
+        return f"{pyname(rule.arg or '')}.dtype"
+    if rule.kind == "arg":
+        return pyname(rule.arg or "")
+    args = [pyname(a) for a in rule.args]
+    text = f"{args[0]}.dtype"
+    for a in args[1:]:  # torch.result_type takes two operands; promote_types chains
+        text = f"torch.promote_types({text}, {a}.dtype)"
+    return text
+
+
+def shape_list(out: OutputRule) -> str:
+    """`[x.shape[0], -(-x.numel() // blocksize)]` for a shape of expressions."""
+    assert isinstance(out.shape, tuple)
+    return "[" + ", ".join(expr_source(e) for e in out.shape) + "]"
+
+
+def _same_shape_as(out: OutputRule, arg: str) -> bool:
+    """The shape is exactly `arg`'s, dim by dim (then empty_like keeps its layout)."""
+    return isinstance(out.shape, tuple) and bool(out.shape) and all(
+        isinstance(e, Dim) and e.arg == arg and e.item is None and e.index in (i, i - len(
+            out.shape)) for i, e in enumerate(out.shape))
+
+
+def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
+    """The expression that makes one output. `base` is the tensor argument whose device new
+    tensors take; `sizes` replaces the shape list (a variable, where the line is long)."""
+    if out.shape is None:
+        return "None"
+    if isinstance(out.shape, WholeShape):
+        sizes = pyname(out.shape.arg)
+    elif sizes is None:
+        sizes = shape_list(out)
+    if out.alias.kind == "input":
+        text = pyname(out.alias.arg or "")
+    elif out.alias.kind == "view":
+        text = f"{pyname(out.alias.arg or '')}.view({sizes})"
+    else:
+        dtype = _dtype_source(out.dtype, base)
+        like = out.layout.arg if out.layout.kind == "like" else None
+        if like is not None and _same_shape_as(out, like):
+            same = out.dtype is not None and out.dtype.kind == "like" and out.dtype.arg == like
+            text = f"torch.empty_like({pyname(like)})" if same else \
+                f"torch.empty_like({pyname(like)}, dtype={dtype})"
+        elif like is not None and not isinstance(out.shape, WholeShape):
+            text = f"_empty_in_order_of({pyname(like)}, {sizes}, {dtype})"
+        else:
+            text = f"{base}.new_empty({sizes}, dtype={dtype})"
+    if out.none_when is not None:
+        arg, condition = out.none_when
+        text = f"None if {pyname(arg)} {condition} else {text}"
+    return text
+
+
+def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str) -> list[str]:
+    """`    <prefix><output>` (prefix `return ` or `out0 = `), with the shape list hoisted
+    into its own wrapped statement `size_name = [...]` where one line would be too long."""
+    line = f"    {prefix}{output_source(out, base)}"
+    if len(line) <= _LINE or not isinstance(out.shape, tuple) or out.alias.kind == "input":
+        return [line]
+    parts = [expr_source(e) for e in out.shape]
+    return [*_wrap_call(f"{size_name} = [", parts, "]", indent="    "),
+            f"    {prefix}{output_source(out, base, sizes=size_name)}"]
+
+
+def _wrap_call(head: str, parts: list[str], tail: str, indent: str = "") -> list[str]:
+    """`head(a, b):` on one line, or one part per line where that would pass the limit."""
+    one = f"{indent}{head}{', '.join(parts)}{tail}"
+    if len(one) <= _LINE:
+        return [one]
+    return [f"{indent}{head}", *(f"{indent}    {p}," for p in parts), f"{indent}{tail.lstrip()}"]
+
+
+def _comment(text: str, indent: str = "    ") -> list[str]:
+    """A comment, broken into lines within the limit."""
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(indent) + 2 + len(line) + 1 + len(word) > _LINE:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return [f"{indent}# {ln}" for ln in lines]
+
+
+def _evidence_lines(rule: OpRule) -> list[str]:
+    lines = _comment(f"Inferred from {rule.evidence or f'{rule.fitted_on} calls'}"
+                     + (f"; fitted on {rule.fitted_on}, held out {rule.held_out}"
+                        if rule.fitted_on else "") + ".")
+    if rule.writes:
+        lines += _comment("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
+    for defect in rule.defects:
+        lines += _comment(f"Schema defect: {defect.message}; corrected schema: "
+                          f"{defect.corrected_schema}")
+    if rule.verified is None:
+        lines += _comment("Not verified yet: run the battery on calls not used for fitting.")
+    elif rule.verified.startswith("verified"):
+        lines += _comment(f"Checks passed: {rule.verified}.")
+    else:
+        lines += _comment(f"NOT VERIFIED, failed: {rule.verified}")
+    if any(isinstance(e, Unbacked) for o in rule.outputs if isinstance(o.shape, tuple)
+           for e in o.shape):
+        lines += _comment("A size fits no formula over the inputs (data-dependent): it is "
+                          "an unbacked SymInt.")
+    return lines
+
+
+def _function_name(op: str) -> str:
+    name, overload = op.split("::", 1)[1].split(".", 1) if "." in op.split("::", 1)[1] \
+        else (op.split("::", 1)[1], "default")
+    return f"_fake_{name}" if overload == "default" else f"_fake_{name}_{overload}"
+
+
+def _params(schema: torch._C.FunctionSchema) -> list[str]:
+    parts, kwarg_only = [], False
+    for arg in schema.arguments:
+        if arg.kwarg_only and not kwarg_only:
+            parts.append("*")
+            kwarg_only = True
+        parts.append(pyname(arg.name))
+    return parts
+
+
+def _base_tensor(schema: torch._C.FunctionSchema) -> str:
+    """The first plain Tensor argument: new outputs are made on its device."""
+    for arg in schema.arguments:
+        if str(arg.type) == "Tensor":
+            return pyname(arg.name)
+    for arg in schema.arguments:  # a Tensor[] only: its first element
+        if str(arg.type) == "List[Tensor]":
+            return f"{pyname(arg.name)}[0]"
+    raise ValueError(f"{schema.name}: no tensor argument to make outputs from")
+
+
+def register_target(rule: OpRule) -> str:
+    """The name register_fake takes: `ns::name` or `ns::name.overload`."""
+    return rule.op.removesuffix(".default")
+
+
+def function_source(rule: OpRule) -> str:
+    """One register_fake function for one op rule."""
+    schema = torch._C.parse_schema(rule.schema)
+    base = _base_tensor(schema)
+    unbacked = any(isinstance(e, Unbacked) for o in rule.outputs
+                   if isinstance(o.shape, tuple) for e in o.shape)
+    lines = [f"# {rule.schema}"] if len(rule.schema) + 2 <= _LINE else \
+        _comment(rule.schema, indent="")
+    lines.append(f'@torch.library.register_fake("{register_target(rule)}")')
+    lines += _wrap_call(f"def {_function_name(rule.op)}(", _params(schema), "):")
+    lines += _evidence_lines(rule)
+    if unbacked:
+        lines.append("    ctx = torch.library.get_ctx()")
+    if not schema.returns:
+        lines.append("    return None")
+    elif len(rule.outputs) == 1:
+        lines += _output_lines(rule.outputs[0], base, "return ", "size")
+    else:
+        for i, o in enumerate(rule.outputs):
+            lines += _output_lines(o, base, f"out{i} = ", f"size{i}")
+        lines.append("    return " + ", ".join(f"out{i}" for i in range(len(rule.outputs))))
+    return "\n".join(lines) + "\n"
+
+
+def emit_python(rules: list[OpRule], header: str = "") -> str:
+    """The whole module: a docstring (`header` adds a paragraph, e.g. the command that made
+    it), `import torch`, the layout helper where a rule needs it, one function per op."""
+    text = HEADER.format(extra=f"\n\n{header.strip()}" if header.strip() else "")
+    bodies = [function_source(r) for r in rules]
+    if any("_empty_in_order_of(" in b for b in bodies):
+        text += _LIKE_HELPER
+    return text + "".join("\n\n" + b for b in bodies)
