@@ -23,6 +23,7 @@ from aclcap.meta.synthesize.rules import (
     DtypeRule,
     IntArg,
     LayoutRule,
+    LeadingDims,
     Numel,
     Unbacked,
     WholeShape,
@@ -166,6 +167,15 @@ def test_row_statistics_over_inputs_of_several_ranks():
     rule = infer(row_stats, _observe_all(row_stats, samples))
     assert rule.outputs[0].shape == (BinOp("//", Numel("x"), Dim("x", -1)),)
     assert rule.outputs[0].dtype == DtypeRule("fixed", dtype="float32")
+
+
+def test_inputs_of_several_ranks_keep_their_leading_dims():
+    _lib.define("gate(Tensor x) -> Tensor")
+    _lib.impl("gate", lambda x: x[..., : x.shape[-1] // 2] * x[..., x.shape[-1] // 2:], "CPU")
+    op = resolve_overload(f"{NS}::gate.default")
+    samples = [SampleInput((_x(4, 8),)), SampleInput((_x(2, 3, 6),)), SampleInput((_x(5, 4),))]
+    rule = infer(op, _observe_all(op, samples))
+    assert rule.outputs[0].shape == (LeadingDims("x", 1), BinOp("//", Dim("x", -1), Const(2)))
 
 
 def test_returns_its_input_and_writes_it():

@@ -21,6 +21,7 @@ from aclcap.meta.synthesize.rules import (
     DtypeRule,
     Expr,
     LayoutRule,
+    LeadingDims,
     OpRule,
     OutputRule,
     SchemaDefect,
@@ -34,6 +35,11 @@ HOLD_OUT_EVERY = 3
 # one operation on two: larger ones can fit a few calls by accident (n - n // x.shape[0]
 # fits min(n, x.shape[0]) while n < 2 * x.shape[0]).
 MAX_REFIT_SIZE = 3
+
+
+# Where several fit (no negative value was seen), the sign test a person writes comes first.
+_NUMBER_CONDITIONS = ("is None", "> 0", "<= 0", "== 0", "!= 0", "< 0", ">= 0", "is not None")
+assert set(_NUMBER_CONDITIONS) <= set(NONE_CONDITIONS)
 
 
 class SynthesisError(ValueError):
@@ -63,7 +69,7 @@ def _none_when(calls: Sequence[ObservedCall], index: int) -> tuple[str, str] | N
         elif all(isinstance(v, bool) for v in plain):
             conditions = ("is True", "is False")
         elif all(v is None or isinstance(v, (int, float)) for v in plain):
-            conditions = NONE_CONDITIONS[:8]
+            conditions = _NUMBER_CONDITIONS
         else:
             continue
         for condition in conditions:
@@ -138,16 +144,41 @@ def _whole_shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]) -> 
     return None
 
 
+def _leading(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
+             ) -> LeadingDims | None:
+    """The input whose leading dims (all but the last `drop`) the output starts with in
+    every call, followed by the same number of trailing dims: `[*x.shape[:-1], ...]`."""
+    for arg in calls[0].args:
+        facts = [c.arg(arg.name).tensor for c in calls]
+        if any(f is None for f in facts):
+            continue
+        for drop in range(min(len(f.shape) for f in facts) + 1):
+            keep = [len(f.shape) - drop for f in facts]
+            trailing = {len(o.shape) - k for o, k in zip(outs, keep, strict=True)}
+            if len(trailing) == 1 and min(trailing) >= 0 and all(
+                    o.shape[:k] == f.shape[:k] for o, f, k in zip(outs, facts, keep,
+                                                                  strict=True)):
+                return LeadingDims(arg.name, drop)
+    return None
+
+
 def _shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
-           notes: list[str]) -> tuple[Expr | Unbacked, ...] | WholeShape:
+           notes: list[str]) -> tuple[LeadingDims | Expr | Unbacked, ...] | WholeShape:
     whole = _whole_shape(calls, outs)
     if whole is not None:
         return WholeShape(whole)
     ranks = Counter(len(o.shape) for o in outs)
     rank = ranks.most_common(1)[0][0]
     if len(ranks) > 1:
+        leading = _leading(calls, outs)
+        if leading is not None:
+            trailing = len(outs[0].shape) - (len(calls[0].arg(leading.arg).tensor.shape)
+                                             - leading.drop)
+            return (leading, *(_fit_dim(calls, [o.shape[d - trailing] for o in outs], notes,
+                                        f"output {index} dim {d - trailing}")
+                               for d in range(trailing)))
         notes.append(f"output {index}'s rank varies ({', '.join(map(str, sorted(ranks)))}) "
-                     f"and follows no int[] argument: fitted on rank {rank} only")
+                     f"and keeps no input's leading dims: fitted on rank {rank} only")
         kept = [(c, o) for c, o in zip(calls, outs, strict=True) if len(o.shape) == rank]
         calls, outs = [c for c, _ in kept], [o for _, o in kept]
     return tuple(_fit_dim(calls, [o.shape[d] for o in outs], notes, f"output {index} dim {d}")
