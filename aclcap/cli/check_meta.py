@@ -63,6 +63,7 @@ def check_meta(
     from aclcap.devices import resolve_device
     from aclcap.graph.model import parse_shapes
     from aclcap.meta.libload import BUNDLED
+    from aclcap.meta.options import CheckMetaOptions
     from aclcap.meta.runner import check_meta as run_check
     from aclcap.meta.stubs import emit_stubs as write_stubs
 
@@ -72,7 +73,10 @@ def check_meta(
     for model in samples_from or []:
         if not model.is_file():
             raise UsageError(f"--samples-from {model}: no such model file")
-    libs = lib or ([] if samples_from else [BUNDLED])
+    options = CheckMetaOptions(
+        libs=lib or ([] if samples_from else [BUNDLED]), namespaces=namespace, device=resolved,
+        timeout_s=timeout, strict=strict, samples_from=[str(m) for m in samples_from or []],
+        shapes=sizes)
     with progress_bar() as progress:
         task = progress.add_task("loading op libraries", total=None)
 
@@ -83,9 +87,7 @@ def check_meta(
         def done(op: str) -> None:
             progress.update(task, advance=1, description=f"checked {op}")
 
-        result = run_check(libs, namespace, resolved, timeout, strict, on_start=started,
-                           on_done=done, samples_from=[str(m) for m in samples_from or []],
-                           shapes=sizes)
+        result = run_check(options, on_start=started, on_done=done)
     console = report.console_for(json_path)
     if json_path:
         report.write_json(json_path, report.document("check-meta", resolved, result.rows(),
