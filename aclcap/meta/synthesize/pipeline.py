@@ -85,9 +85,11 @@ class Synthesis:
 
 def targets(ops: list[OpInfo], statuses: dict[str, Status], everything: bool) -> list[OpInfo]:
     """The ops to synthesize: every op with tensors (`everything`), else those whose meta
-    is missing or fails."""
+    is missing or fails, and those left to torch's generated trivial fake (no meta of
+    their own: they fail on the meta device)."""
     return [o for o in ops if o.meta_kind != MetaKind.NO_TENSOR and (
-        everything or statuses.get(o.qualname) in (Status.MISSING, Status.FAIL))]
+        everything or o.meta_kind == MetaKind.TRIVIAL
+        or statuses.get(o.qualname) in (Status.MISSING, Status.FAIL))]
 
 
 def _unseen(calls: list[ObservedCall]) -> list[str]:
