@@ -83,7 +83,7 @@ def test_emitted_sources_are_clean_symbolic_and_commented(bundled_run):
     assert text.count("@torch.library.register_fake(") == 8
     assert "input.new_empty([input.shape[0], input.shape[-1] // 2], dtype=input.dtype)" in text
     comments = re.sub(r"\n\s*# ", " ", text)  # wrapped comment lines joined
-    assert comments.count("# Checks passed: verified on 4 unseen calls with the python meta "
+    assert comments.count("Checks passed: verified on 4 unseen calls with the python meta "
                           "and the cpp meta: fake vs real, meta device, symbolic sizes, "
                           "opcheck, torch.compile(fullgraph, dynamic).") == 8
     assert "TORCH_LIBRARY_IMPL(aclcap, Meta, m)" in cpp.read_text()
