@@ -158,9 +158,8 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
         return
     checked = run_checks([o for o in ops if o.qualname in todo],
                          replace(options, libs=[*options.libs, library]), namespaces, on_done,
-                         mode="verify", synthesis={op: {
-                             "keys": s.unseen_keys, "data_dependent": _data_dependent(s.rule)}
-                             for op, s in todo.items()})
+                         mode="verify", synthesis={op: {"keys": s.unseen_keys}
+                                                   for op, s in todo.items()})
     for op, s in todo.items():
         got = checked.get(op)
         if got is None:
