@@ -78,6 +78,23 @@ _SCALAR_TYPES = {
     "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
 }
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
+# aten::view's Meta kernel takes concrete sizes only ("SymIntArrayRef expected to contain
+# only concrete integers" under dynamic shapes); as_strided's takes SymInts. So a view is
+# written as the strides view() would give a contiguous input.
+_VIEW_HELPER = """
+// A view of contiguous `self` with `sizes`, as self.view(sizes) gives, kept symbolic.
+at::Tensor view_of_contiguous(const at::Tensor& self, c10::SymIntArrayRef sizes) {
+  TORCH_CHECK(self.is_contiguous(), "synthesized view: the input must be contiguous");
+  c10::SymDimVector strides(sizes.begin(), sizes.end());
+  c10::SymInt step = 1;
+  for (auto it = strides.rbegin(); it != strides.rend(); ++it) {
+    c10::SymInt dim = *it;
+    *it = step;
+    step = step * dim;
+  }
+  return self.as_strided_symint(sizes, strides, self.sym_storage_offset());
+}
+"""
 
 
 def declared_types(schema: str) -> list[str]:
@@ -187,7 +204,7 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
                 setup.append(f"  c10::SymDimVector {name}_sizes{listed};")
                 sizes = f"{name}_sizes"
         if out.alias.kind == "view":
-            text = f"{pyname(out.alias.arg or '')}.view_symint({sizes})"
+            text = f"view_of_contiguous({pyname(out.alias.arg or '')}, {sizes})"
         else:
             like = out.layout.arg if out.layout.kind == "like" else None
             same_dtype = out.dtype is not None and out.dtype.kind == "like" and \
@@ -324,8 +341,11 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> st
     for name, group in by_ns.items():
         kernels = [r for r in group if not _is_data_dependent(r)]
         skipped = [r for r in group if _is_data_dependent(r)]
+        bodies = [function_source(r) for r in kernels]
         text += "\nnamespace {\n"
-        text += "".join("\n" + function_source(r) for r in kernels)
+        if any("view_of_contiguous(" in body for body in bodies):
+            text += _VIEW_HELPER
+        text += "".join("\n" + body for body in bodies)
         text += "\n}  // namespace\n"
         for r in skipped:
             text += "\n" + "\n".join(_comment(

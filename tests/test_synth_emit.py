@@ -1,0 +1,174 @@
+"""The synthesis emitters: from the answer keys' hand-written OpRules
+(tests/fixtures/synth_answers.py), emit_python and emit_cpp write fakes that are ruff- and
+lint-clean and that, loaded in a fresh process against the fixture library (which has no
+fakes of its own), equal the hand-written fakes and the real kernels on calls at sizes the
+samples never had, and trace with torch.compile(fullgraph=True, dynamic=True). Also: the
+bundled library loads without its meta impls, for synthesis to regenerate them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aclcap.meta.lint import lint
+from aclcap.meta.synthesize import emit_cpp, emit_python
+from aclcap.meta.synthesize.rules import BinOp, Const, Dim, IntArg, Numel, OutputRule
+from tests.conftest import ROOT, aclcap_process
+from tests.fixtures.synth_answers import ANSWER_FAKES, ANSWER_RULES
+
+FIXTURES = ROOT / "tests" / "fixtures"
+DATA_DEPENDENT = "aclcap_synth::nonzero_rows.default"
+
+
+def _compare(*libs: Path, compile_ops: bool = True) -> dict:
+    """synth_compare.py in its own process: the fixture library, then `libs`."""
+    args = [sys.executable, str(FIXTURES / "synth_compare.py"), str(FIXTURES / "synth_ops.py"),
+            *map(str, libs), *([] if compile_ops else ["--no-compile"])]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def emitted_python(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("synth") / "synth_fakes.py"
+    path.write_text(emit_python.emit_python(ANSWER_RULES, header="From the answer keys."))
+    return path
+
+
+@pytest.fixture(scope="module")
+def emitted_cpp() -> Path:
+    # A fixed path under build/: ninja rebuilds it only when the emitted text changes.
+    path = ROOT / "build" / "synth-meta" / "synth_metas.cpp"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = emit_cpp.emit_cpp(ANSWER_RULES, header="From the answer keys.")
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("expr", "python", "cpp"), [
+    (BinOp("ceil//", Numel("x"), IntArg("blocksize")), "-(-x.numel() // blocksize)",
+     "(x.sym_numel() + blocksize - 1) / blocksize"),
+    (BinOp("//", BinOp("+", Numel("w"), Const(1)), Const(2)), "(w.numel() + 1) // 2",
+     "(w.sym_numel() + 1) / 2"),
+    (BinOp("-", Dim("x", 0), BinOp("+", Dim("x", 1), Const(1))),
+     "x.shape[0] - (x.shape[1] + 1)", "x.sym_size(0) - (x.sym_size(1) + 1)"),
+    (BinOp("*", BinOp("-", Dim("x", -1), Const(2)), IntArg("shape", 1)),
+     "(x.shape[-1] - 2) * shape[1]", "(x.sym_size(-1) - 2) * shape[1]"),
+    (BinOp("//", Numel("xs", item=1), Dim("xs", -1, item=1)),
+     "xs[1].numel() // xs[1].shape[-1]", "xs[1].sym_numel() / xs[1].sym_size(-1)"),
+])
+def test_expressions_are_written_with_the_right_precedence(expr, python, cpp):
+    assert emit_python.expr_source(expr) == python
+    assert emit_cpp.expr_source(expr) == cpp
+
+
+def test_ceil_division_rounds_up_in_both_languages():
+    expr = BinOp("ceil//", BinOp("*", Dim("x", 0), IntArg("k")), IntArg("b"))
+    for rows, k, b in ((7, 3, 4), (8, 2, 4), (1, 1, 64), (0, 5, 3)):
+        want = -(-rows * k // b)
+        x = type("T", (), {"shape": (rows,)})
+        assert eval(emit_python.expr_source(expr), {"x": x, "k": k, "b": b}) == want
+        cpp = emit_cpp.expr_source(expr).replace("x.sym_size(0)", str(rows))
+        assert eval(cpp.replace("/", "//"), {"k": k, "b": b}) == want  # SymInt / floors
+
+
+def test_emitted_python_is_ruff_and_lint_clean(emitted_python):
+    ruff = Path(sys.executable).with_name("ruff")
+    proc = subprocess.run([str(ruff), "check", "--no-cache", "--config",
+                           str(ROOT / "pyproject.toml"), str(emitted_python)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    assert lint([emitted_python]) == []
+    text = emitted_python.read_text()
+    assert text.count("@torch.library.register_fake(") == len(ANSWER_RULES)
+    assert "-(-x.numel() // blocksize)" in text  # ceil division kept symbolic
+    assert "ctx.new_dynamic_size()" in text  # the data-dependent op, said so
+    assert "    return x\n" in text  # returns its input
+
+
+def test_emitted_python_equals_answer_keys_and_kernels_on_unseen_calls(emitted_python):
+    result = _compare(emitted_python)
+    assert result["mismatches"] == []
+    assert set(result["checked"]) == set(ANSWER_FAKES)
+
+
+def test_a_wrong_formula_is_caught_at_unseen_sizes(tmp_path):
+    """The comparison can fail: `numel // 2` is right for every even count, wrong for an
+    odd one, and the unseen calls have one."""
+    rule = next(r for r in ANSWER_RULES if r.op == "aclcap_synth::pack_int4.default")
+    wrong = type(rule)(rule.op, rule.schema, [OutputRule(
+        (BinOp("//", Numel("w"), Const(2)), Const(1)), rule.outputs[0].dtype)])
+    path = tmp_path / "wrong.py"
+    path.write_text(emit_python.emit_python([wrong]))
+    mismatches = _compare(path, compile_ops=False)["mismatches"]
+    # both unseen calls have an odd count (91, 135): the answer key and the kernel disagree
+    assert len(mismatches) == 4
+    assert sum("pack_int4.default at [(7, 13)]: fake [((45, 1)" in m for m in mismatches) == 2
+    assert sum("pack_int4.default at [(5, 3, 9)]: fake [((67, 1)" in m for m in mismatches) == 2
+
+
+def test_verification_outcome_is_written_above_each_function():
+    rule = next(r for r in ANSWER_RULES if r.op == "aclcap_synth::row_rms.default")
+    failed = type(rule)(rule.op, rule.schema, rule.outputs, evidence="6 calls; float32",
+                        verified="fake vs real: shape [3] but the kernel gives [4]")
+    text = emit_python.function_source(failed)
+    assert "# NOT VERIFIED, failed: fake vs real: shape [3] but the kernel gives [4]" in text
+    assert "// NOT VERIFIED, failed: fake vs real" in emit_cpp.function_source(failed)
+    passed = type(rule)(rule.op, rule.schema, rule.outputs, verified="verified on 4 unseen calls")
+    assert "# Checks passed: verified on 4 unseen calls." in emit_python.function_source(passed)
+
+
+def test_emitted_cpp_is_lint_clean_and_leaves_the_data_dependent_op_to_python(emitted_cpp):
+    assert lint([emitted_cpp]) == []
+    text = emitted_cpp.read_text()
+    assert "TORCH_LIBRARY_IMPL(aclcap_synth, Meta, m) {" in text
+    assert 'm.impl("nonzero_rows"' not in text
+    assert "nonzero_rows.default: an output size is data-dependent" in text
+    assert text.count("m.impl(") == len(ANSWER_RULES) - 1
+
+
+def test_emitted_cpp_compiles_and_equals_answer_keys_on_unseen_calls(emitted_cpp):
+    library = emit_cpp.build_meta_library(emitted_cpp, emitted_cpp.parent)
+    result = _compare(library)
+    assert result["mismatches"] == []
+    assert set(result["checked"]) == set(ANSWER_FAKES) - {DATA_DEPENDENT}
+
+
+def test_bundled_library_loads_without_its_metas():
+    code = """
+import torch
+import aclcap_ops, aclcap_ops.nometa
+from aclcap.errors import UsageError
+names = [f"aclcap::{n}" for n in aclcap_ops.OPS] + ["aclcap::rms_norm.out",
+                                                    "aclcap::silu_and_mul.out"]
+has = lambda key: [n for n in names if torch._C._dispatch_has_kernel_for_dispatch_key(n, key)]
+print(has("Meta"), len(has("CPU")) == len(names))
+try:
+    aclcap_ops.load()
+except UsageError as exc:
+    print(exc)
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metas, all_cpu, error = proc.stdout.splitlines()
+    assert metas == "[]" and all_cpu == "True"
+    assert "already loaded without its meta impls" in error
+
+
+def test_check_meta_on_the_bundled_library_without_metas_reads_missing():
+    run = aclcap_process("check-meta", "--lib", "aclcap_ops.nometa", "--json", "-")
+    assert run.code == 1, run.stderr
+    kinds = {r["op"]: r["status"] for r in run.json()["results"]}
+    assert kinds["aclcap::silu_and_mul.default"] == "missing"
+    assert kinds["aclcap::rms_norm.default"] == "missing"
+    assert kinds["aclcap::get_masked_input_and_mask.default"] == "missing"
