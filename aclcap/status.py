@@ -31,11 +31,28 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing a check found, in one line naming the argument or output."""
+    """One thing a check found, in one line naming the argument or output. A finding in
+    source code (`check-meta --lint`) also says where: file, line, rule and the code line;
+    its message is the fix, which lint's table and JSON call the hint."""
 
     message: str
     severity: Severity = Severity.ERROR
+    file: str = ""
+    line: int = 0
+    rule: str = ""
+    code: str = ""
+
+    @property
+    def hint(self) -> str:
+        return self.message
 
     def text(self) -> str:
         """How a reason reads in a table and in JSON `reasons`."""
         return self.message if self.severity is Severity.ERROR else f"warning: {self.message}"
+
+    def row(self) -> dict:
+        """The JSON form: a source finding by place and rule, any other by severity."""
+        if self.file:
+            return {"file": self.file, "line": self.line, "rule": self.rule, "code": self.code,
+                    "hint": self.message}
+        return {"severity": str(self.severity), "message": self.message}

@@ -124,3 +124,67 @@ def test_library_that_fails_to_import_is_one_line(tmp_path):
         f"error: op library {broken} failed to load: RuntimeError: boom at import"]
 
 
+def test_checks_run_from_the_registry_in_any_subset(badops_run):
+    """Meta synthesis verifies a fake with a chosen subset: each check runs alone, and the
+    subset finds only what its checks look for."""
+    import torch
+
+    from aclcap.meta.checks import CHECKS, DEFAULT_CHECKS, check_op
+
+    sample = aclcap_sample((3, 8))
+    wrong = "aclcap_test::wrong_shape.default"  # badops_run loaded the library here
+    assert check_op(wrong, [sample]).status == "fail"
+    assert check_op(wrong, [sample], checks=("meta_device", "unused_marks")).status == "pass"
+    only_fake = check_op(wrong, [sample], checks=("fake_vs_real",))
+    assert [f.message.split(":")[0] for f in only_fake.findings] == ["fake impl output 0"]
+    assert set(DEFAULT_CHECKS) == set(CHECKS) and only_fake.sample_count == 1
+    # meta_kind is read from the dispatcher when not given
+    size_meta = check_op(torch.ops.aclcap_test.size_meta.default, [sample],
+                         checks=("dynamic_shapes",))
+    assert size_meta.findings[0].message.startswith("meta of `aclcap_test::size_meta` "
+                                                    "specializes dim 0 of `x` to 3")
+
+
+def aclcap_sample(shape: tuple[int, ...]):
+    import torch
+
+    from aclcap import SampleInput
+
+    return SampleInput((torch.randn(shape),))
+
+
+def test_worker_messages_serialise_to_the_json_lines():
+    from aclcap.meta.messages import (
+        OpRequest,
+        Ready,
+        Result,
+        WorkerRequest,
+        event_line,
+        parse_event,
+    )
+    from aclcap.meta.registry import MetaKind
+    from aclcap.status import Finding, Severity, Status
+
+    request = WorkerRequest(["lib.py"], [OpRequest("ns::op.default", MetaKind.CPP, "src", "cpu")],
+                            False, ["float32"], "cpu", ["/m.py"], [2, 4], ["ns"])
+    assert WorkerRequest.from_json(request.to_json()) == request
+    assert '"meta_kind": "cpp"' in request.to_json()
+    result = Result("ns::op.default", Status.FAIL, [Finding("bad", Severity.ERROR),
+                                                    Finding("meh", Severity.WARNING)], 2, ["x"])
+    line = event_line(result)
+    assert line.startswith('{"event": "result", "op": "ns::op.default", "status": "fail", '
+                           '"findings": [["bad", "error"], ["meh", "warning"]]')
+    assert parse_event(line) == result and parse_event(event_line(Ready())) == Ready()
+
+
+def test_samples_recorded_while_the_model_builds_and_steps():
+    from tests.conftest import ROOT
+
+    run = aclcap("check-meta", "--samples-from", str(ROOT / "tests" / "models" /
+                 "packed_weights.py"), "--namespace", "aclcap_real", "--json", "-")
+    rows_ = rows(run)
+    built = rows_["aclcap_real::scale_shift.default"]  # called in build_model only
+    assert built["status"] == "pass"
+    assert built["sample_sources"] == ["2 declared", "1 from packed_weights.py:24"]
+    stepped = rows_["aclcap_real::row_sum.default"]  # declared once per dtype; two step sizes
+    assert stepped["sample_sources"] == ["2 declared", "2 from packed_weights.py:18"]

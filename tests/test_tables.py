@@ -15,6 +15,7 @@ from rich.console import Console, RenderableType
 from aclcap import report
 from aclcap.bench.run import BenchReport, run_bench
 from aclcap.capture.run import CaptureReport, run_capture
+from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.runner import MetaReport, check_meta
 from aclcap.status import Status
 from aclcap_ops import opbench
@@ -50,7 +51,7 @@ def benched(captured: CaptureReport) -> BenchReport:
 
 @pytest.fixture(scope="module")
 def checked() -> MetaReport:
-    return check_meta([str(BADOPS)], ["aclcap_test"], "cpu")
+    return check_meta(CheckMetaOptions([str(BADOPS)], ["aclcap_test"], "cpu"))
 
 
 def widest_capture(real: CaptureReport) -> CaptureReport:

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line, first_text_line
 from aclcap.graph.compiles import Compile
 from aclcap.meta.fakecheck import fake_mismatches
-from aclcap.meta.registry import BUILTIN_NAMESPACES, MISSING, list_ops
-from aclcap.meta.sample_inputs import SampleInput
+from aclcap.meta.observe import RecordedCall
+from aclcap.meta.recorder import CallRecorder
+from aclcap.meta.registry import BUILTIN_NAMESPACES, MetaKind, list_ops, resolve_overload
 
 
 @dataclass
@@ -65,50 +65,18 @@ def _custom_name(target: Any) -> str | None:
     return None
 
 
-class _CustomOpRecorder(TorchDispatchMode):
-    """Records the custom ops an eager run calls (to find those no graph holds) and every
-    distinct call with its outputs and the step size (to cross-check fakes on real values).
-
-    torch's CrossRefFakeMode does the same comparison, but it raises on the first mismatch
-    inside the step (stopping it, so later calls go unchecked) and runs every aten op too;
-    the whole-step report needs every custom-op call, so the calls are kept and compared
-    afterwards with fakecheck."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-        self.calls: list[tuple[str, Any, SampleInput, Any, int]] = []
-        self.size = 0
-        self._keys: set[tuple] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = _custom_name(func)
-        kwargs = kwargs or {}
-        if not name:
-            return func(*args, **kwargs)
-        if name not in self.seen:
-            self.seen.append(name)
-        key = (name, self.size, *(tuple(a.shape) if isinstance(a, torch.Tensor) else repr(a)
-                                  for a in args))
-        if key in self._keys:
-            return func(*args, **kwargs)
-        self._keys.add(key)
-        sample = SampleInput(*clone_tensors((args, kwargs)))
-        out = func(*args, **kwargs)
-        self.calls.append((name, func, sample, clone_tensors(out), self.size))
-        return out
-
-
-def _wrong_fakes(calls: list[tuple[str, Any, SampleInput, Any, int]], ops: list[str]
-                 ) -> list[dict[str, Any]]:
+def _wrong_fakes(calls: list[RecordedCall], ops: list[str]) -> list[dict[str, Any]]:
     """Per op, the fake's mismatches over every recorded call, with the sizes it is wrong
     at and those it is right at."""
     wrong: dict[str, dict[str, Any]] = {}
     right: dict[str, set[int]] = {}
-    for name, op, sample, real, size in calls:
+    for recorded in calls:
+        name, size = recorded.call.op.rsplit(".", 1)[0], recorded.step_size
         if name not in ops:
             continue
-        reasons = fake_mismatches(op, sample.args, sample.kwargs, real)
+        sample = recorded.sample
+        reasons = fake_mismatches(resolve_overload(recorded.call.op), sample.args,
+                                  sample.kwargs, recorded.outputs)
         if not reasons:
             right.setdefault(name, set()).add(size)
             continue
@@ -161,9 +129,12 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
     under a recorder whose calls cross-check the fakes."""
     inputs = inputs_by_size[max(inputs_by_size)]
     with torch.no_grad():  # each run gets its own copy: the step mutates its inputs
-        recorder = _CustomOpRecorder()
+        # Every distinct custom-op call per size, to find the ops no graph holds and to
+        # cross-check their fakes afterwards. torch's CrossRefFakeMode compares the same
+        # way, but raises on the first mismatch inside the step (later calls go unchecked).
+        recorder = CallRecorder(lambda name: name.split("::", 1)[0] not in BUILTIN_NAMESPACES)
         for size, args in sorted(inputs_by_size.items()):
-            recorder.size = size
+            recorder.step_size = size
             with recorder:
                 model(*clone_tensors(args))
         try:
@@ -188,8 +159,8 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
                 in_graph.append(name)
     outside = [name for name in recorder.seen if name not in in_graph]
     meta_missing = {o.dispatcher_name.split(".")[0] for o in list_ops(
-        sorted({n.split("::")[0] for n in outside})) if o.meta_kind == MISSING}
-    wrong_meta = _wrong_fakes(recorder.calls, in_graph)
+        sorted({n.split("::")[0] for n in outside})) if o.meta_kind == MetaKind.MISSING}
+    wrong_meta = _wrong_fakes(recorder.records, in_graph)
     where = f" (graph break at {Path(breaks[0].file).name}:{breaks[0].line})" if breaks else ""
     return TraceReport(
         graph_count=explained.graph_count,

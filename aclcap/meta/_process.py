@@ -4,7 +4,6 @@ segfault an end of file, never a stuck or crashed parent."""
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -13,13 +12,14 @@ import sys
 import tempfile
 import time
 
+from aclcap.meta.messages import Event, WorkerRequest, parse_event
 from aclcap.meta.worker import RESULT_FD_ENV
 
 
 class WorkerProcess:
     """One worker process and the line protocol on its result pipe."""
 
-    def __init__(self, request: dict) -> None:
+    def __init__(self, request: WorkerRequest) -> None:
         read_fd, write_fd = os.pipe()
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
@@ -32,10 +32,10 @@ class WorkerProcess:
         self.fd = read_fd
         self.buffer = b""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request).encode())
+        self.proc.stdin.write(request.to_json().encode())
         self.proc.stdin.close()
 
-    def next_event(self, timeout_s: float) -> dict | None:
+    def next_event(self, timeout_s: float) -> Event | None:
         """The next event; None on EOF (the worker died). TimeoutError past the deadline."""
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self.buffer:
@@ -50,7 +50,7 @@ class WorkerProcess:
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        return parse_event(line)
 
     def death(self) -> str:
         """Why the worker ended, as the op's status text."""

@@ -1,10 +1,12 @@
 """The checks check-meta runs on one op overload with its samples, in the worker process
-(real kernels may crash): opcheck, fake-vs-real output metadata, the meta device, the
-mutations the kernel really makes against the schema's `!` marks, and fullgraph tracing."""
+(real kernels may crash), kept in a registry with one signature as torch's optests keeps
+its tests: the writes the kernel really makes against the schema's `!` marks, fake-vs-real
+output metadata, the meta device, dynamic shapes, opcheck, fullgraph tracing, and `!` marks
+no sample wrote. `check_op` runs a chosen subset (meta synthesis verifies its fakes so)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +22,8 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line
 from aclcap.meta.fakecheck import fake_mismatches
-from aclcap.meta.registry import resolve_overload
+from aclcap.meta.observe import RecordedCall, bind, observe
+from aclcap.meta.registry import MetaKind, meta_impl, resolve_overload
 from aclcap.meta.sample_inputs import SampleInput
 from aclcap.status import Finding, Severity, Status
 
@@ -55,33 +58,38 @@ class CheckOutcome:
             self.findings.append(finding)
 
 
-def _bind(op: torch._ops.OpOverload, sample: SampleInput) -> list[tuple[Any, Any]]:
-    """(schema argument, value) pairs, positional and keyword alike."""
-    bound = []
-    for i, arg in enumerate(op._schema.arguments):
-        if i < len(sample.args):
-            bound.append((arg, sample.args[i]))
-        elif arg.name in sample.kwargs:
-            bound.append((arg, sample.kwargs[arg.name]))
-    return bound
+@dataclass
+class OpCheck:
+    """What every check reads (the op, its meta impl, --strict) and where it writes."""
+
+    op: torch._ops.OpOverload
+    meta_kind: MetaKind
+    meta_source: str = ""
+    strict: bool = False
+    out: CheckOutcome = field(default_factory=CheckOutcome)
+
+    @property
+    def marked(self) -> set[str]:
+        """Arguments the schema marks written (`Tensor(a!)`)."""
+        return {a.name for a in self.op._schema.arguments
+                if a.alias_info is not None and a.alias_info.is_write}
 
 
-def _named_tensors(arg: Any, value: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    if isinstance(value, torch.Tensor):
-        yield arg.name, value
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            if isinstance(v, torch.Tensor):
-                yield f"{arg.name}[{i}]", v
+# A check sees every real call of the op (each sample, run once on copies) and records
+# findings on `check.out`.
+Check = Callable[[OpCheck, list[RecordedCall]], None]
 
 
-def _changed(before: torch.Tensor, after: torch.Tensor) -> bool:
-    if before.shape != after.shape or before.dtype != after.dtype:
-        return True
-    differs = before != after
-    if before.is_floating_point():
-        differs &= ~(before.isnan() & after.isnan())
-    return bool(differs.any())
+def _named_tensors(bound: list[tuple[Any, Any]]) -> list[tuple[str, torch.Tensor]]:
+    """Tensors by the name a reason gives them: `x`, or `xs[1]` inside a Tensor[]."""
+    named = []
+    for arg, value in bound:
+        if isinstance(value, torch.Tensor):
+            named.append((arg.name, value))
+        elif isinstance(value, (list, tuple)):
+            named += [(f"{arg.name}[{i}]", v) for i, v in enumerate(value)
+                      if isinstance(v, torch.Tensor)]
+    return named
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -93,136 +101,150 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.allclose(a.float(), b.float(), atol=tol, rtol=tol, equal_nan=True)
 
 
-class _OpChecker:
-    def __init__(self, op: torch._ops.OpOverload, meta_kind: str, strict: bool,
-                 meta_source: str = "") -> None:
-        self.op = op
-        self.meta_kind = meta_kind
-        self.meta_source = meta_source
-        self.strict = strict
-        self.out = CheckOutcome()
-        self.written: set[str] = set()
-        self.marked = {a.name for a in op._schema.arguments
-                       if a.alias_info is not None and a.alias_info.is_write}
+def check_writes(check: OpCheck, runs: list[RecordedCall]) -> None:
+    """An argument the kernel writes (byte for byte) that the schema leaves unmarked."""
+    for run in runs:
+        for name in run.call.written:
+            if name not in check.marked:
+                check.out.fail(f"writes `{name}` but the schema does not mark it mutable "
+                               f"(`Tensor(a!) {name}`)", key=name)
 
-    def run_sample(self, sample: SampleInput) -> Any:
-        """Real kernel on copies; returns the outputs and records what it wrote."""
-        args, kwargs = clone_tensors((sample.args, sample.kwargs))
-        before = {name: t.clone() for arg, v in _bind(self.op, SampleInput(args, kwargs))
-                  for name, t in _named_tensors(arg, v)}
-        real = self.op(*args, **kwargs)
-        for arg, value in _bind(self.op, SampleInput(args, kwargs)):
-            for name, t in _named_tensors(arg, value):
-                if _changed(before[name], t):
-                    self.written.add(arg.name)
-                    if arg.name not in self.marked:
-                        self.out.fail(f"writes `{name}` but the schema does not mark it "
-                                      f"mutable (`Tensor(a!) {arg.name}`)", key=name)
-        return real, (args, kwargs)
 
-    def check_fake(self, sample: SampleInput, real: Any) -> None:
-        for reason in fake_mismatches(self.op, sample.args, sample.kwargs, real):
-            if self.meta_kind == "composite_cpp" and reason.startswith("fake impl raised"):
-                reason = self._composite_reason(reason.removeprefix("fake impl raised "))
-            self.out.fail(reason, key="fake:" + reason.split(":")[0])
+def _composite_reason(check: OpCheck, error: str) -> str:
+    """A C++ composite that fails on fake tensors: where it is, what broke, the fix."""
+    where = check.meta_source.split("): ", 1)[0] + ")"
+    name = check.op._schema.name.split("::", 1)[1]
+    return (f"{where} fails on fake tensors, as torch.compile runs it: {error}; register "
+            f"it for its backend key (m.impl(\"{name}\", torch::kCPU, &fn)) and give it a "
+            "Meta kernel or register_fake")
 
-    def _composite_reason(self, error: str) -> str:
-        """A C++ composite that fails on fake tensors: where it is, what broke, the fix."""
-        where = self.meta_source.split("): ", 1)[0] + ")"
-        name = self.op._schema.name.split("::", 1)[1]
-        return (f"{where} fails on fake tensors, as torch.compile runs it: {error}; register "
-                f"it for its backend key (m.impl(\"{name}\", torch::kCPU, &fn)) and give it a "
-                "Meta kernel or register_fake")
 
-    def check_meta_device(self, sample: SampleInput) -> None:
+def check_fake(check: OpCheck, runs: list[RecordedCall]) -> None:
+    """The fake's outputs against the kernel's: shape, dtype, strides, storage offset."""
+    for run in runs:
+        for reason in fake_mismatches(check.op, run.sample.args, run.sample.kwargs,
+                                      run.outputs):
+            if check.meta_kind == MetaKind.COMPOSITE_CPP and reason.startswith(
+                    "fake impl raised"):
+                reason = _composite_reason(check, reason.removeprefix("fake impl raised "))
+            check.out.fail(reason, key="fake:" + reason.split(":")[0])
+
+
+def check_meta_device(check: OpCheck, runs: list[RecordedCall]) -> None:
+    for run in runs:
         try:
             args, kwargs = tree_map_only(torch.Tensor, lambda t: t.to("meta"),
-                                         (sample.args, sample.kwargs))
-            self.op(*args, **kwargs)
+                                         (run.sample.args, run.sample.kwargs))
+            check.op(*args, **kwargs)
         except Exception as exc:
-            if self.meta_kind == "trivial":  # traces in torch.compile (its fake is generated)
-                self.out.warn("traces only through torch's generated fake and fails on the "
-                              "meta device: register a fake returning None")
+            if check.meta_kind == MetaKind.TRIVIAL:  # traces in torch.compile (generated fake)
+                check.out.warn("traces only through torch's generated fake and fails on the "
+                               "meta device: register a fake returning None")
             else:
-                self.out.fail(f"fails on the meta device: {first_line(exc)}", key="meta")
+                check.out.fail(f"fails on the meta device: {first_line(exc)}", key="meta")
 
-    def check_dynamic(self, sample: SampleInput) -> None:
-        """Run the meta impl with every dim symbolic; a dim it turns into a constant is a
-        meta that breaks dynamic shapes (what vllm-ascend's size() -> sym_size() fixed)."""
+
+def check_dynamic(check: OpCheck, runs: list[RecordedCall]) -> None:
+    """Run the meta impl with every dim symbolic; a dim it turns into a constant is a
+    meta that breaks dynamic shapes (what vllm-ascend's size() -> sym_size() fixed)."""
+    name = check.op._schema.name
+    for run in runs:
         shape_env = ShapeEnv()
         try:
             with FakeTensorMode(shape_env=shape_env) as mode:
-                def symbolic(t: torch.Tensor) -> torch.Tensor:
+                def symbolic(t: torch.Tensor, mode: FakeTensorMode = mode) -> torch.Tensor:
                     ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * t.dim())
                     return mode.from_tensor(t, symbolic_context=ctx)
 
                 fake = SampleInput(*tree_map_only(torch.Tensor, symbolic,
-                                                  (sample.args, sample.kwargs)))
-                self.op(*fake.args, **fake.kwargs)
+                                                  (run.sample.args, run.sample.kwargs)))
+                check.op(*fake.args, **fake.kwargs)
         except Exception as exc:
-            self.out.fail(f"meta impl fails with symbolic sizes: {first_line(exc)}",
-                          key="dynamic")
-            return
-        for arg, value in _bind(self.op, fake):
-            for name, t in _named_tensors(arg, value):
-                for dim, size in enumerate(t.shape):
-                    # Sizes 0 and 1 are specialized by torch itself when the fake is made.
-                    if isinstance(size, torch.SymInt) and size.node.hint not in (0, 1) \
-                            and shape_env.simplify(size.node.expr).is_number:
-                        self.out.fail(
-                            f"meta of `{self.op._schema.name}` specializes dim {dim} of "
-                            f"`{name}` to {size.node.hint}: use sym_size()/sym_numel() and "
-                            "keep sizes symbolic", key=f"dynamic:{name}:{dim}")
+            check.out.fail(f"meta impl fails with symbolic sizes: {first_line(exc)}",
+                           key="dynamic")
+            continue
+        for arg_name, t in _named_tensors(bind(check.op, fake.args, fake.kwargs)):
+            for dim, size in enumerate(t.shape):
+                # Sizes 0 and 1 are specialized by torch itself when the fake is made.
+                if isinstance(size, torch.SymInt) and size.node.hint not in (0, 1) \
+                        and shape_env.simplify(size.node.expr).is_number:
+                    check.out.fail(
+                        f"meta of `{name}` specializes dim {dim} of `{arg_name}` to "
+                        f"{size.node.hint}: use sym_size()/sym_numel() and keep sizes "
+                        "symbolic", key=f"dynamic:{arg_name}:{dim}")
 
-    def check_opcheck(self, sample: SampleInput) -> None:
-        args, kwargs = clone_tensors((sample.args, sample.kwargs))
-        results = torch.library.opcheck(self.op, args, kwargs, test_utils=OPCHECK_TESTS,
+
+def check_opcheck(check: OpCheck, runs: list[RecordedCall]) -> None:
+    for run in runs:
+        args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
+        results = torch.library.opcheck(check.op, args, kwargs, test_utils=OPCHECK_TESTS,
                                         raise_exception=False)
         for test, result in results.items():
             if isinstance(result, BaseException):
-                self.out.fail(f"opcheck {test}: {first_line(result)}", key=test)
+                check.out.fail(f"opcheck {test}: {first_line(result)}", key=test)
 
-    def check_trace(self, samples: list[tuple[SampleInput, Any]]) -> None:
-        torch._dynamo.reset()
-        compiled = torch.compile(lambda *a, **k: self.op(*a, **k), fullgraph=True,
-                                 dynamic=True, backend="aot_eager")
-        for sample, (real, real_inputs) in samples:
-            args, kwargs = clone_tensors((sample.args, sample.kwargs))
-            try:
-                got = compiled(*args, **kwargs)
-            except Exception as exc:
-                self.out.fail(f"torch.compile(fullgraph=True, dynamic=True) fails: "
-                              f"{first_line(exc)}")
+
+def check_compile(check: OpCheck, runs: list[RecordedCall]) -> None:
+    """torch.compile(fullgraph=True, dynamic=True) of the op alone, against eager: outputs,
+    then the inputs as each left them."""
+    torch._dynamo.reset()
+    op = check.op
+    compiled = torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True, dynamic=True,
+                             backend="aot_eager")
+    for run in runs:
+        args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
+        try:
+            got = compiled(*args, **kwargs)
+        except Exception as exc:
+            check.out.fail(f"torch.compile(fullgraph=True, dynamic=True) fails: "
+                           f"{first_line(exc)}")
+            return
+        after = run.after or run.sample
+        pairs = list(zip(tree_flatten((got, args, kwargs))[0],
+                         tree_flatten((run.outputs, after.args, after.kwargs))[0],
+                         strict=False))
+        for i, (g, r) in enumerate(pairs):
+            if isinstance(r, torch.Tensor) and not _close(g, r):
+                check.out.fail(f"torch.compile result {i} (outputs, then inputs) differs "
+                               "from eager")
                 return
-            pairs = list(zip(tree_flatten((got, args, kwargs))[0],
-                             tree_flatten((real, *real_inputs))[0], strict=False))
-            for i, (g, r) in enumerate(pairs):
-                if isinstance(r, torch.Tensor) and not _close(g, r):
-                    self.out.fail(f"torch.compile result {i} (outputs, then inputs) differs "
-                                  "from eager")
-                    return
-
-    def finish(self) -> CheckOutcome:
-        for name in sorted(self.marked - self.written):
-            reason = (f"marks `{name}` mutable but never writes it (over any sample): "
-                      "drop the `!` or functionalization copies it for nothing")
-            self.out.fail(reason) if self.strict else self.out.warn(reason)
-        return self.out
 
 
-def check_op(qualname: str, meta_kind: str, samples: Iterable[SampleInput],
-             strict: bool = False, meta_source: str = "") -> CheckOutcome:
-    """Run every check over every sample of `qualname`; reasons name argument or output."""
-    op = resolve_overload(qualname)
-    checker = _OpChecker(op, meta_kind, strict, meta_source)
-    traced: list[tuple[SampleInput, Any]] = []
-    for sample in samples:
-        checker.out.sample_count += 1
-        real, real_inputs = checker.run_sample(sample)
-        checker.check_fake(sample, real)
-        checker.check_meta_device(sample)
-        checker.check_dynamic(sample)
-        checker.check_opcheck(sample)
-        traced.append((sample, (real, real_inputs)))
-    checker.check_trace(traced)
-    return checker.finish()
+def check_unused_marks(check: OpCheck, runs: list[RecordedCall]) -> None:
+    """A `!` no sample wrote: a warning, a failure under --strict."""
+    written = {name for run in runs for name in run.call.written}
+    for name in sorted(check.marked - written):
+        reason = (f"marks `{name}` mutable but never writes it (over any sample): "
+                  "drop the `!` or functionalization copies it for nothing")
+        check.out.fail(reason) if check.strict else check.out.warn(reason)
+
+
+CHECKS: dict[str, Check] = {
+    "writes": check_writes,
+    "fake_vs_real": check_fake,
+    "meta_device": check_meta_device,
+    "dynamic_shapes": check_dynamic,
+    "opcheck": check_opcheck,
+    "fullgraph_compile": check_compile,
+    "unused_marks": check_unused_marks,
+}
+DEFAULT_CHECKS: tuple[str, ...] = tuple(CHECKS)
+
+
+def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
+             checks: Iterable[str] = DEFAULT_CHECKS, *, meta_kind: MetaKind | None = None,
+             meta_source: str = "", strict: bool = False) -> CheckOutcome:
+    """Run the real kernel once per sample, then each named check over those calls, in
+    order; reasons name argument or output. `meta_kind` defaults to what the dispatcher
+    says now (a fake registered since listing the ops counts)."""
+    overload = resolve_overload(op) if isinstance(op, str) else op
+    if meta_kind is None:
+        meta_kind = meta_impl(overload._schema.name + (
+            f".{overload._overloadname}" if overload._overloadname != "default" else ""),
+            overload)[0]
+    check = OpCheck(overload, meta_kind, meta_source, strict)
+    runs = [observe(overload, s.args, s.kwargs) for s in samples]
+    check.out.sample_count = len(runs)
+    for name in checks:
+        CHECKS[name](check, runs)
+    return check.out

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from aclcap.status import Finding
 
 try:
     import tree_sitter_cpp
@@ -55,18 +57,6 @@ _INT64 = frozenset({"int64_t", "std::int64_t"})
 _CONTAINERS = {"vector": "std::vector<int64_t>", "SmallVector": "SmallVector<int64_t>"}
 _PY_FAKES = frozenset({"register_fake", "_register_fake", "impl_abstract"})
 _PARSER = Parser(Language(tree_sitter_cpp.language()))
-
-
-@dataclass
-class Finding:
-    file: str
-    line: int
-    rule: str
-    code: str
-    hint: str
-
-    def row(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -386,7 +376,8 @@ def _lint_cpp(impl: _Impl) -> Iterator[Finding]:
         rule = _cpp_rule(node)
         line = node.start_point[0] + 1
         if rule and not _exempt(lines, line):
-            yield Finding(str(impl.unit.path), line, rule, lines[line - 1].strip(), HINTS[rule])
+            yield Finding(HINTS[rule], file=str(impl.unit.path), line=line, rule=rule,
+                          code=lines[line - 1].strip())
 
 
 def _last_name(node: ast.expr) -> str | None:
@@ -476,7 +467,7 @@ def _lint_python(path: Path) -> Iterator[Finding]:
             rule = _python_rule(node)
             if rule and not _exempt(lines, node.lineno):
                 code = lines[node.lineno - 1].strip()
-                yield Finding(str(path), node.lineno, rule, code, HINTS[rule])
+                yield Finding(HINTS[rule], file=str(path), line=node.lineno, rule=rule, code=code)
 
 
 def _parse_cpp(path: Path) -> _Unit:

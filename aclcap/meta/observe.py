@@ -8,7 +8,8 @@ it with the cloned arguments and outputs for the checks that rerun the call."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -90,11 +91,15 @@ class ObservedCall:
 
 @dataclass
 class RecordedCall:
-    """An observed call with its cloned inputs (before the call) and outputs."""
+    """An observed call with its cloned inputs (before the call) and outputs; `after` holds
+    the inputs as the call left them where they are copies (`observe`), `step_size` the model
+    step's size where a recorder ran over several."""
 
     call: ObservedCall
     sample: SampleInput
     outputs: Any = None
+    step_size: int | None = None
+    after: SampleInput | None = None
 
 
 def qualname(op: torch._ops.OpOverload) -> str:
@@ -165,27 +170,41 @@ def _output_facts(out: torch.Tensor, inputs: list[tuple[str, torch.Tensor]]) -> 
     return tensor_facts(out)
 
 
-def observe(op: torch._ops.OpOverload, args: tuple, kwargs: dict | None = None, *,
-            site: str = "", phase: str = STEP) -> RecordedCall:
-    """Run the real kernel on copies of the arguments and record the whole call: outputs,
-    aliasing, and which arguments it wrote (compared byte for byte, never by a mean).
-    Raises what the kernel raises: a rejected input is no observation."""
-    kwargs = kwargs or {}
+def observed_inputs(op: torch._ops.OpOverload, args: tuple, kwargs: dict, *, site: str = "",
+                    phase: str = STEP) -> ObservedCall:
+    """The call's inputs only (outputs None): enough for `key()`, before deciding to run."""
+    return ObservedCall(qualname(op), tuple(arg_facts(a, v) for a, v in bind(op, args, kwargs)),
+                        None, (), site, phase)
+
+
+def record(op: torch._ops.OpOverload, call: Callable[..., Any], args: tuple, kwargs: dict, *,
+           site: str = "", phase: str = STEP) -> RecordedCall:
+    """Run `call(*args, **kwargs)` on the caller's own tensors (it may write them, as the
+    model's step expects) and record it: inputs cloned before, outputs, aliasing, and which
+    arguments it wrote (compared byte for byte with the clones, never by a mean).
+    Raises what the call raises: a rejected input is no observation."""
     before = SampleInput(*clone_tensors((tuple(args), dict(kwargs))))
-    run_args, run_kwargs = clone_tensors((before.args, before.kwargs))
-    bound = bind(op, run_args, run_kwargs)
-    inputs = _named_tensors(bound)
-    snapshot = [(name, _bytes(t).clone()) for name, t in inputs]
-    out = op(*run_args, **run_kwargs)
+    inputs = _named_tensors(bind(op, args, kwargs))
+    out = call(*args, **kwargs)
     written: list[str] = []
-    for (name, old), (_, t) in zip(snapshot, inputs, strict=True):
-        if name not in written and not torch.equal(old, _bytes(t)):
+    for (name, old), (_, t) in zip(_named_tensors(bind(op, before.args, before.kwargs)), inputs,
+                                   strict=True):
+        if name not in written and not torch.equal(_bytes(old), _bytes(t)):
             written.append(name)
     returns = op._schema.returns
     leaves = () if not returns else tuple(out) if len(returns) > 1 else (out,)
     outputs = tuple(_output_facts(o, inputs) if isinstance(o, torch.Tensor) else None
                     for o in leaves)
-    call = ObservedCall(qualname(op), tuple(arg_facts(a, v) for a, v in
-                                            bind(op, before.args, before.kwargs)),
-                        outputs, tuple(written), site, phase)
-    return RecordedCall(call, before, out)
+    observed = replace(observed_inputs(op, before.args, before.kwargs, site=site, phase=phase),
+                       outputs=outputs, written=tuple(written))
+    return RecordedCall(observed, before, out)
+
+
+def observe(op: torch._ops.OpOverload, args: tuple, kwargs: dict | None = None, *,
+            site: str = "", phase: str = STEP) -> RecordedCall:
+    """Run the real kernel on copies of the arguments and record the whole call (`record`);
+    the caller's tensors stay as they were."""
+    run_args, run_kwargs = clone_tensors((tuple(args), dict(kwargs or {})))
+    recorded = record(op, op, run_args, run_kwargs, site=site, phase=phase)
+    recorded.after = SampleInput(run_args, run_kwargs)
+    return recorded

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 import torch
 
@@ -14,9 +15,20 @@ from aclcap.meta.sample_inputs import samples_for
 BACKEND_KEYS = ("CPU", "CUDA", "PrivateUse1", "CompositeExplicitAutograd",
                 "CompositeImplicitAutograd")
 
-MISSING = "missing"
-NO_TENSOR = "no_tensor"
-COMPOSITE_CPP = "composite_cpp"
+
+
+class MetaKind(StrEnum):
+    """Where an op's meta impl comes from. StrEnum: JSON and stubs read the plain value."""
+
+    PYTHON = "python"  # register_fake (or custom_op's fake)
+    PYTHON_META = "python_meta"  # a Python kernel on the Meta key
+    CPP = "cpp"  # a C++ Meta kernel
+    COMPOSITE = "composite"  # Python CompositeImplicitAutograd: decomposes while tracing
+    COMPOSITE_CPP = "composite_cpp"  # C++ m.def(schema, &fn): its body runs on fakes
+    TRIVIAL = "trivial"  # none; torch generates a trivial fake (mutating op returning ())
+    NO_TENSOR = "no_tensor"  # no Tensor in the schema: fake tensors never reach it
+    MISSING = "missing"
+
 # Namespaces that ship with torch: everything else is a custom op.
 BUILTIN_NAMESPACES = frozenset({
     "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "_native", "_quantized",
@@ -34,8 +46,7 @@ class OpInfo:
     qualname: str  # ns::name.overload
     schema: str
     kernels: list[str]
-    # python, python_meta, cpp, composite, composite_cpp, trivial, no_tensor, missing
-    meta_kind: str
+    meta_kind: MetaKind
     meta_source: str  # human readable, with file:line where known
     has_samples: bool
 
@@ -67,7 +78,7 @@ def _takes_tensors(op: torch._ops.OpOverload) -> bool:
     return any("Tensor" in str(a.type) for a in (*schema.arguments, *schema.returns))
 
 
-def _meta(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[str, str]:
+def meta_impl(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[MetaKind, str]:
     """(kind, source) of the op's meta impl, the source named by what it is and where."""
     from torch._library.custom_ops import OPDEFS
     from torch._library.simple_registry import singleton
@@ -75,31 +86,32 @@ def _meta(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[str, str]:
 
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     if not _takes_tensors(op):
-        return NO_TENSOR, "none needed: no Tensor in its schema, fake tensors never reach it"
+        return MetaKind.NO_TENSOR, ("none needed: no Tensor in its schema, fake tensors never "
+                                    "reach it")
     # custom_op always installs a placeholder Meta kernel: ask the op definition itself.
     if dispatcher_name in OPDEFS:
         fn = OPDEFS[dispatcher_name]._abstract_fn
         if fn is not None:
             code = fn.__code__
-            return "python", f"register_fake ({code.co_filename}:{code.co_firstlineno})"
+            return MetaKind.PYTHON, f"register_fake ({code.co_filename}:{code.co_firstlineno})"
     else:
         fake = singleton.find(dispatcher_name).fake_impl.kernel
         if fake is not None:
-            return "python", f"register_fake ({fake.source})"
+            return MetaKind.PYTHON, f"register_fake ({fake.source})"
         if has(dispatcher_name, "Meta"):
             site = _registered_at(dispatcher_name, "Meta")
             if site.split(":")[0].endswith(".py"):
-                return "python_meta", f"Python kernel on the Meta key ({site})"
-            return "cpp", f"C++ Meta kernel ({site})"
+                return MetaKind.PYTHON_META, f"Python kernel on the Meta key ({site})"
+            return MetaKind.CPP, f"C++ Meta kernel ({site})"
     if has(dispatcher_name, "CompositeImplicitAutograd"):
         site = _registered_at(dispatcher_name, "CompositeImplicitAutograd")
         if site.split(":")[0].endswith(".py"):
-            return "composite", f"Python composite ({site}): decomposes while tracing"
-        return COMPOSITE_CPP, (f"C++ composite ({site}): tracing runs its C++ body on fake "
-                               "tensors")
+            return MetaKind.COMPOSITE, f"Python composite ({site}): decomposes while tracing"
+        return MetaKind.COMPOSITE_CPP, (f"C++ composite ({site}): tracing runs its C++ body on "
+                                        "fake tensors")
     if can_generate_trivial_fake_impl(op):
-        return "trivial", "none; torch generates a trivial fake (mutating op returning ())"
-    return MISSING, "MISSING"
+        return MetaKind.TRIVIAL, "none; torch generates a trivial fake (mutating op returning ())"
+    return MetaKind.MISSING, "MISSING"
 
 
 def list_ops(namespaces: list[str]) -> list[OpInfo]:
@@ -109,11 +121,11 @@ def list_ops(namespaces: list[str]) -> list[OpInfo]:
     ops = []
     for name in names:
         qualname = name if "." in name.split("::", 1)[1] else name + ".default"
-        info = OpInfo(qualname, "", [], "", "", samples_for(qualname) is not None)
+        info = OpInfo(qualname, "", [], MetaKind.MISSING, "", samples_for(qualname) is not None)
         op = info.overload()
         info.schema = str(op._schema)
         info.kernels = [k for k in BACKEND_KEYS
                         if torch._C._dispatch_has_kernel_for_dispatch_key(name, k)]
-        info.meta_kind, info.meta_source = _meta(name, op)
+        info.meta_kind, info.meta_source = meta_impl(name, op)
         ops.append(info)
     return ops

@@ -4,13 +4,15 @@ a worker process (worker.py) so that a segfault or a hang costs one op, not the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from aclcap.errors import UsageError
 from aclcap.meta._process import WorkerProcess
 from aclcap.meta.libload import custom_namespaces, load_libraries, registered_namespaces
-from aclcap.meta.registry import COMPOSITE_CPP, MISSING, NO_TENSOR, OpInfo, list_ops
+from aclcap.meta.messages import Error, OpRequest, Result, Start, WorkerRequest
+from aclcap.meta.options import CheckMetaOptions
+from aclcap.meta.registry import MetaKind, OpInfo, list_ops
 from aclcap.status import FAILING, Finding, Severity, Status
 
 WORKER_START_TIMEOUT_S = 300.0  # importing torch and loading libraries, on a slow CI box
@@ -34,8 +36,7 @@ class MetaResult:
     def row(self) -> dict:
         row = asdict(self)
         row["reasons"] = [f.text() for f in self.findings]
-        row["findings"] = [{"severity": str(f.severity), "message": f.message}
-                           for f in self.findings]
+        row["findings"] = [f.row() for f in self.findings]
         return row
 
 
@@ -73,6 +74,7 @@ class _Checked:
     findings: list[Finding]
     sample_count: int = 0
     sample_sources: list[str] = field(default_factory=list)
+    synthesis: dict | None = None  # what a synthesis worker sent (messages.Result)
 
 
 def _lib_arg(spec: str) -> str:
@@ -103,35 +105,30 @@ def _model_namespaces(path: str) -> set[str]:
     return added | set(load_libraries(load_model_file(path).op_libraries))
 
 
-def _from_event(event: dict) -> _Checked:
-    findings = [Finding(message, Severity(severity)) for message, severity in event["findings"]]
-    return _Checked(Status(event["status"]), findings, event["sample_count"],
-                    event["sample_sources"])
-
-
-def run_checks(
-    ops: list[OpInfo],
-    libs: list[str],
-    device: str,
-    timeout_s: float,
-    strict: bool,
-    dtypes: list[str],
-    on_done: Callable[[str], None] | None = None,
-    harvest: dict | None = None,
-) -> dict[str, _Checked]:
-    """qualname -> outcome for each op, restarting the worker past a crash."""
+def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
+               on_done: Callable[[str], None] | None = None, mode: str = "check",
+               synthesis: dict | None = None) -> dict[str, _Checked]:
+    """qualname -> outcome for each op, restarting the worker past a crash; `mode` and
+    `synthesis` make it meta synthesis's worker (messages.WorkerRequest)."""
     results: dict[str, _Checked] = {}
-    pending = [{"qualname": o.qualname, "meta_kind": o.meta_kind, "meta_source": o.meta_source,
-                "device": device if _has_kernel_for(o, device) else "cpu"} for o in ops]
+    device = options.device
+    pending = [OpRequest(o.qualname, o.meta_kind, o.meta_source,
+                         device if _has_kernel_for(o, device) else "cpu") for o in ops]
 
     def blame_all(status: Status, reason: str) -> None:
         for op in pending:
-            results[op["qualname"]] = _Checked(status, [Finding(reason)])
+            results[op.qualname] = _Checked(status, [Finding(reason)])
+
+    def done(op: str) -> None:
+        nonlocal pending
+        pending = [p for p in pending if p.qualname != op]
+        if on_done:
+            on_done(op)
 
     while pending:
-        request = {"libs": [_lib_arg(s) for s in libs], "ops": pending, "strict": strict,
-                   "dtypes": dtypes, "device": device, "samples_from": [], "shapes": None,
-                   "namespaces": [], **(harvest or {})}
+        request = WorkerRequest([_lib_arg(s) for s in options.libs], pending, options.strict,
+                                list(options.dtypes), device, options.samples_from,
+                                options.shapes, namespaces, mode, synthesis or {})
         worker = WorkerProcess(request)
         try:
             try:
@@ -141,78 +138,71 @@ def run_checks(
             if ready is None:
                 blame_all(Status.CRASHED, f"check-meta worker failed to start: {worker.death()}")
                 return results
-            if ready["event"] == "error":
-                raise UsageError(ready["message"])
+            if isinstance(ready, Error):
+                raise UsageError(ready.message)
             current = None
             while pending:
                 try:
-                    event = worker.next_event(timeout_s if current else WORKER_START_TIMEOUT_S)
+                    event = worker.next_event(options.timeout_s if current
+                                              else WORKER_START_TIMEOUT_S)
                 except TimeoutError:
-                    event = {"event": "timeout"}
+                    if current is None:  # silent between ops, past the start's deadline
+                        blame_all(Status.TIMEOUT, f"check-meta worker stopped answering "
+                                  f"({WORKER_START_TIMEOUT_S:g} s)")
+                        return results
+                    results[current] = _Checked(Status.TIMEOUT, [Finding(
+                        f"timed out ({options.timeout_s:g} s)")])
+                    done(current)
+                    break
                 if event is None and current is None:  # died between ops: blame them all
                     blame_all(Status.CRASHED, worker.death())
                     return results
-                if event is None or event["event"] == "timeout":
-                    status = Status.TIMEOUT if event else Status.CRASHED
-                    reason = f"timed out ({timeout_s:g} s)" if event else worker.death()
-                    results[current] = _Checked(status, [Finding(reason)])
-                    pending = [p for p in pending if p["qualname"] != current]
-                    if on_done:
-                        on_done(current)
+                if event is None:
+                    results[current] = _Checked(Status.CRASHED, [Finding(worker.death())])
+                    done(current)
                     break
-                if event["event"] == "start":
-                    current = event["op"]
-                elif event["event"] == "result":
-                    results[event["op"]] = _from_event(event)
-                    pending = [p for p in pending if p["qualname"] != event["op"]]
+                if isinstance(event, Start):
+                    current = event.op
+                elif isinstance(event, Result):
+                    results[event.op] = _Checked(event.status, event.findings,
+                                                 event.sample_count, event.sample_sources,
+                                                 event.synthesis)
                     current = None
-                    if on_done:
-                        on_done(event["op"])
+                    done(event.op)
         finally:
             worker.close()
     return results
 
 
-def check_meta(
-    libs: list[str],
-    namespaces: list[str] | None = None,
-    device: str = "cpu",
-    timeout_s: float = 60.0,
-    strict: bool = False,
-    dtypes: tuple[str, ...] = ("float32", "bfloat16"),
-    on_start: Callable[[int], None] | None = None,
-    on_done: Callable[[str], None] | None = None,
-    samples_from: list[str] | None = None,
-    shapes: list[int] | None = None,
-) -> MetaReport:
-    """Load `libs`, list the ops of `namespaces` (default: those the libraries and model
-    files registered), and check each; ops with samples (declared, or harvested from the
-    eager steps of `samples_from`) run in the worker, the others are only inspected."""
-    added = load_libraries(libs)
-    models = [str(Path(m).resolve()) for m in samples_from or []]
+def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None = None,
+               on_done: Callable[[str], None] | None = None) -> MetaReport:
+    """Load the libraries, list the ops of the namespaces (default: those the libraries and
+    model files registered), and check each; ops with samples (declared, or harvested from
+    the model files) run in the worker, the others are only inspected."""
+    added = load_libraries(options.libs)
+    models = [str(Path(m).resolve()) for m in options.samples_from]
     for model in models:
         added = sorted({*added, *_model_namespaces(model)})
-    namespaces = namespaces or added
+    namespaces = options.namespaces or added
     ops = list_ops(namespaces)
     if not ops:
         known = ", ".join(custom_namespaces()) or "none"
         raise UsageError(f"--namespace {', '.join(namespaces) or '(none)'}: no op is registered "
                          f"there; namespaces with custom ops: {known}")
-    checkable = [o for o in ops if o.meta_kind not in (MISSING, NO_TENSOR)]
+    checkable = [o for o in ops if o.meta_kind not in (MetaKind.MISSING, MetaKind.NO_TENSOR)]
     exercised = checkable if models else [o for o in checkable if o.has_samples]
     if on_start:
         on_start(len(exercised))
-    checked = run_checks(exercised, libs, device, timeout_s, strict, list(dtypes), on_done,
-                         {"samples_from": models, "shapes": shapes, "namespaces": namespaces})
+    checked = run_checks(exercised, replace(options, samples_from=models), namespaces, on_done)
     results = []
     for o in ops:
-        if o.meta_kind == MISSING:
+        if o.meta_kind == MetaKind.MISSING:
             outcome = _Checked(Status.MISSING, [Finding(
                 "no meta impl: torch.compile graph-breaks here; `aclcap check-meta "
                 "--emit-stubs FILE` writes a register_fake to start from")])
-        elif o.meta_kind == NO_TENSOR:
+        elif o.meta_kind == MetaKind.NO_TENSOR:
             outcome = _Checked(Status.PASS, [])
-        elif o.meta_kind == COMPOSITE_CPP and not _has_samples(o, checked):
+        elif o.meta_kind == MetaKind.COMPOSITE_CPP and not _has_samples(o, checked):
             outcome = _Checked(Status.UNVERIFIED, [Finding(
                 "C++ composite, not exercised: torch.compile runs its C++ body on fake "
                 "tensors, which fails if it reads or writes data; give it samples "
@@ -223,9 +213,9 @@ def check_meta(
                 "calls it with --samples-from MODEL.py")])
         else:
             outcome = checked[o.qualname]
-            if not _has_kernel_for(o, device):
-                outcome.findings.insert(0, Finding(f"no {device} kernel: exercised on cpu",
-                                                   Severity.WARNING))
+            if not _has_kernel_for(o, options.device):
+                outcome.findings.insert(0, Finding(f"no {options.device} kernel: exercised "
+                                                   "on cpu", Severity.WARNING))
         results.append(MetaResult(o.qualname, o.schema, o.kernels, o.meta_source,
                                   outcome.status, outcome.findings, outcome.sample_count,
                                   outcome.sample_sources))

@@ -4,7 +4,6 @@ segfaults or hangs takes only this process down; the parent notes it and starts 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -29,46 +28,50 @@ def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator
 def main() -> None:
     out = os.fdopen(int(os.environ[RESULT_FD_ENV]), "w", buffering=1)
 
-    def emit(**event: object) -> None:
-        out.write(json.dumps(event) + "\n")
+    from aclcap.meta.messages import Error, Ready, Result, Start, WorkerRequest, event_line
+
+    def emit(event: Any) -> None:
+        out.write(event_line(event) + "\n")
         out.flush()
 
-    request = json.loads(sys.stdin.read())
+    request = WorkerRequest.from_json(sys.stdin.read())
     import torch
 
     from aclcap.errors import first_line
     from aclcap.meta.checks import check_op
-    from aclcap.meta.harvest import Harvested, harvest
+    from aclcap.meta.harvest import harvest, harvest_recorder, samples_of
     from aclcap.meta.libload import load_libraries
+    from aclcap.status import Finding, Status
 
-    load_libraries(request["libs"])
-    dtypes = [getattr(torch, name) for name in request["dtypes"]]
-    harvested = Harvested()
-    for model in request["samples_from"]:
+    load_libraries(request.libs)
+    dtypes = [getattr(torch, name) for name in request.dtypes]
+    recorder = harvest_recorder(set(request.namespaces))
+    for model in request.samples_from:
         try:
-            harvest(model, request["shapes"], set(request["namespaces"]), request["device"],
-                    torch.float32, harvested)
+            harvest(model, request.shapes, request.device, torch.float32, recorder)
         except Exception as exc:  # the model file's own error: bad input, named
-            emit(event="error", message=f"--samples-from {model}: {first_line(exc)}")
+            emit(Error(f"--samples-from {model}: {first_line(exc)}"))
             return
-    emit(event="ready")
-    for op in request["ops"]:
-        emit(event="start", op=op["qualname"])
+    emit(Ready())
+    if request.mode != "check":
+        from aclcap.meta.synthesize.worker_side import synthesis_events
+
+        for event in synthesis_events(request, recorder.records):
+            emit(event)
+        return
+    for op in request.ops:
+        emit(Start(op.qualname))
         try:
-            declared = list(_declared_samples(op["qualname"], op["device"], dtypes))
-            from_model = harvested.samples.get(op["qualname"], [])
+            declared = list(_declared_samples(op.qualname, op.device, dtypes))
+            from_model, sites = samples_of(recorder.records, op.qualname)
             sources = ([f"{len(declared)} declared"] if declared else []) + (
-                [f"{len(from_model)} from {', '.join(harvested.sites[op['qualname']])}"]
-                if from_model else [])
-            outcome = check_op(op["qualname"], op["meta_kind"], [*declared, *from_model],
-                               request["strict"], op["meta_source"])
-            emit(event="result", op=op["qualname"], status=str(outcome.status),
-                 findings=[[f.message, str(f.severity)] for f in outcome.findings],
-                 sample_count=outcome.sample_count, sample_sources=sources)
+                [f"{len(from_model)} from {', '.join(sites)}"] if from_model else [])
+            outcome = check_op(op.qualname, [*declared, *from_model], meta_kind=op.meta_kind,
+                               meta_source=op.meta_source, strict=request.strict)
+            emit(Result(op.qualname, outcome.status, outcome.findings, outcome.sample_count,
+                        sources))
         except Exception as exc:  # a check that raises fails that op, not the run
-            emit(event="result", op=op["qualname"], status="fail",
-                 findings=[[f"check raised {first_line(exc)}", "error"]], sample_count=0,
-                 sample_sources=[])
+            emit(Result(op.qualname, Status.FAIL, [Finding(f"check raised {first_line(exc)}")]))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from aclcap.meta.synthesize.rules import (
     DtypeRule,
     Expr,
     IntArg,
+    LeadingDims,
     Numel,
     OpRule,
     OutputRule,
@@ -93,6 +94,17 @@ at::Tensor view_of_contiguous(const at::Tensor& self, c10::SymIntArrayRef sizes)
     step = step * dim;
   }
   return self.as_strided_symint(sizes, strides, self.sym_storage_offset());
+}
+"""
+# A shape that keeps an input's leading dims whatever its rank (rules.LeadingDims).
+_LEADING_HELPER = """
+// t's sizes without the last `drop`, then `tail`: [*t.shape[:-drop], *tail], symbolic.
+c10::SymDimVector leading_dims(const at::Tensor& t, int64_t drop,
+                               std::initializer_list<c10::SymInt> tail) {
+  const auto all = t.sym_sizes();
+  c10::SymDimVector out(all.begin(), all.end() - drop);
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
 }
 """
 
@@ -197,6 +209,13 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             arg = pyname(out.shape.arg)
             sizes = arg if types.get(out.shape.arg, "").startswith("SymInt") else \
                 f"c10::fromIntArrayRefSlow({arg})"
+        elif out.shape and isinstance(out.shape[0], LeadingDims):
+            lead = out.shape[0]
+            tail = "{" + ", ".join(expr_source(e) for e in out.shape[1:]) + "}"  # type: ignore[arg-type]
+            sizes = f"leading_dims({pyname(lead.arg)}, {lead.drop}, {tail})"
+            if hoist:
+                setup.append(f"  const c10::SymDimVector {name}_sizes = {sizes};")
+                sizes = f"{name}_sizes"
         else:
             listed = "{" + ", ".join(expr_source(e) for e in out.shape) + "}"
             sizes = "c10::SymDimVector" + listed
@@ -343,6 +362,9 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> st
         skipped = [r for r in group if _is_data_dependent(r)]
         bodies = [function_source(r) for r in kernels]
         text += "\nnamespace {\n"
+        if any(isinstance(o.shape, tuple) and o.shape and isinstance(o.shape[0], LeadingDims)
+               for r in kernels for o in r.outputs):
+            text += _LEADING_HELPER
         if any("view_of_contiguous(" in body for body in bodies):
             text += _VIEW_HELPER
         text += "".join("\n" + body for body in bodies)

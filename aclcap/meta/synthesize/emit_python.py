@@ -19,6 +19,7 @@ from aclcap.meta.synthesize.rules import (
     DtypeRule,
     Expr,
     IntArg,
+    LeadingDims,
     Numel,
     OpRule,
     OutputRule,
@@ -57,7 +58,7 @@ def pyname(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def expr_source(e: Expr | Unbacked, prec: int = 0) -> str:
+def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
     """Python source of an integer expression; parenthesized only where precedence needs."""
     if isinstance(e, Const):
         return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
@@ -71,6 +72,8 @@ def expr_source(e: Expr | Unbacked, prec: int = 0) -> str:
         return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
     if isinstance(e, Unbacked):
         return "ctx.new_dynamic_size()"
+    if isinstance(e, LeadingDims):  # only ever first in a shape list: [*x.shape[:-1], ...]
+        return f"*{pyname(e.arg)}.shape" + (f"[:-{e.drop}]" if e.drop else "")
     if not isinstance(e, BinOp):
         raise TypeError(f"not a shape expression: {e!r}")
     if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)

@@ -68,6 +68,19 @@ class WholeShape:
     arg: str
 
 
+@dataclass(frozen=True)
+class LeadingDims:
+    """`*arg.shape[:-drop]` (all of `arg.shape` when drop is 0), only ever as the FIRST
+    element of OutputRule.shape, the expressions after it being the trailing dims: the
+    shape of an op whose inputs come in several ranks, as `[..., hidden]` activations do
+    (silu_and_mul: `(LeadingDims("x", 1), x.shape[-1] // 2)` is
+    `[*x.shape[:-1], x.shape[-1] // 2]`; empty_like: `(LeadingDims("x", 0),)`). In C++:
+    `x.sym_sizes().slice(0, x.dim() - drop)` then the trailing dims."""
+
+    arg: str
+    drop: int = 0
+
+
 # --- dtype, layout, alias ----------------------------------------------------------------
 
 
@@ -100,13 +113,19 @@ class AliasRule:
     arg: str | None = None
 
 
+NONE_CONDITIONS = ("is None", "is not None", "== 0", "!= 0", "> 0", "<= 0", "< 0", ">= 0",
+                   "is True", "is False")
+
+
 @dataclass(frozen=True)
 class OutputRule:
     """One output. `shape` is None for an output that is always None; `none_when` names a
     float/bool/optional argument whose value decides whether the output is None
-    (e.g. `("scale", "is None")`), inferred from the observations."""
+    (e.g. `("scale", "is None")`), inferred from the observations. The condition is one of
+    NONE_CONDITIONS, written so that `f"{arg} {condition}"` is the Python test; the output
+    is None exactly where it holds."""
 
-    shape: tuple[Expr | Unbacked, ...] | WholeShape | None
+    shape: tuple[LeadingDims | Expr | Unbacked, ...] | WholeShape | None
     dtype: DtypeRule | None = None
     layout: LayoutRule = LayoutRule("contiguous")
     alias: AliasRule = AliasRule("none")
@@ -134,3 +153,4 @@ class OpRule:
     held_out: int = 0  # calls it was checked on and not fitted on
     evidence: str = ""  # "9 calls; sizes 1..64; float32, bfloat16"
     verified: str | None = None  # "verified on N unseen calls" or the failing check
+    notes: list[str] = field(default_factory=list)  # what the inference could not settle

@@ -1,0 +1,160 @@
+"""variations: new calls from one sample, on the bundled kernels (which reject what they
+cannot take, so an accepted variation is a real call)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aclcap.meta.registry import resolve_overload
+from aclcap.meta.sample_inputs import SampleInput, samples_for
+from aclcap.meta.variations import new_sizes, variations, vary_dim
+
+
+def _sample(bundled, name: str, index: int = 1, dtype=torch.float32) -> SampleInput:
+    return list(samples_for(f"aclcap::{name}")(torch.device("cpu"), dtype))[index]
+
+
+def _op(name: str):
+    return resolve_overload(f"aclcap::{name}.default")
+
+
+def test_new_sizes_double_increment_and_a_prime_above():
+    assert new_sizes(33) == [66, 34, 37]
+    assert new_sizes(1) == [2, 3]
+    assert new_sizes(64) == [128, 65, 67]
+
+
+def test_shared_token_dim_changes_in_every_tensor(bundled):
+    op = _op("rotary_embedding")
+    sample = _sample(bundled, "rotary_embedding")  # 5 tokens
+    positions, query, key = sample.args[:3]
+    varied = vary_dim(op, sample, "positions", 0, 12)
+    assert varied is not None
+    assert [varied.args[i].shape[0] for i in range(3)] == [12, 12, 12]
+    assert varied.args[1].shape[1] == query.shape[1] and varied.args[2].shape[1] == key.shape[1]
+    # tiled: the rows repeat, so every position stays a valid row of the table
+    assert torch.equal(varied.args[0], positions.repeat(3)[:12])
+    assert torch.equal(varied.args[1][5:10], query)
+    op(*varied.args)  # the kernel takes it
+    assert positions.shape[0] == 5  # the sample itself is untouched
+
+
+def test_alone_changes_one_dim_and_the_kernel_rejects_it(bundled):
+    op = _op("rotary_embedding")
+    sample = _sample(bundled, "rotary_embedding")
+    varied = vary_dim(op, sample, "positions", 0, 10, alone=True)
+    assert varied.args[0].shape[0] == 10 and varied.args[1].shape[0] == 5
+    with pytest.raises(RuntimeError, match="tokens"):
+        op(*varied.args)
+
+
+def test_slot_mapping_stays_valid_into_a_grown_cache(bundled):
+    op = _op("reshape_and_cache")
+    sample = _sample(bundled, "reshape_and_cache", index=2)  # 33 tokens, a -1 padded slot
+    slots = sample.args[4]
+    for variation in variations(op, sample):
+        if variation.kind == "dim":
+            new_slots = variation.sample.args[4]
+            assert set(new_slots.tolist()) <= set(slots.tolist())
+            op(*variation.sample.args)  # every shared-dim change is a call the kernel takes
+
+
+def test_int_argument_equal_to_a_dim_moves_with_it(bundled):
+    op = _op("rotary_embedding")
+    sample = _sample(bundled, "rotary_embedding")  # key [5, 32], head_size 32
+    varied = vary_dim(op, sample, "key", 1, 64)
+    assert varied.args[3] == 64 and varied.args[2].shape == (5, 64)
+    op(*varied.args)
+
+
+def test_stride_order_is_kept():
+    op = torch.ops.aten.mul.Tensor
+    x = torch.randn(6, 4).t()  # [4, 6], strides (1, 4)
+    varied = vary_dim(op, SampleInput((x, 2.0)), "self", 1, 9)
+    t = varied.args[0]
+    assert t.shape == (4, 9) and t.stride() == (1, 4)
+    assert torch.equal(t[:, :6], x)
+
+
+def test_impossible_variations_are_none():
+    op = torch.ops.aten.mul.Tensor
+    assert vary_dim(op, SampleInput((torch.empty(0, 3), 2.0)), "self", 0, 4) is None
+    assert vary_dim(op, SampleInput((torch.empty(4, 3), 2.0)), "other", 0, 4) is None
+    assert vary_dim(op, SampleInput((torch.empty(4, 3), 2.0)), "self", 2, 4) is None
+    huge = SampleInput((torch.empty(1 << 20, 16), 2.0))
+    assert vary_dim(op, huge, "self", 1, 1 << 10) is None  # 4 GiB: over the byte cap
+
+
+def test_variations_are_deterministic_bounded_and_kinded(bundled):
+    op = _op("reshape_and_cache")
+    sample = _sample(bundled, "reshape_and_cache")
+    first = [v.description for v in variations(op, sample)]
+    assert first == [v.description for v in variations(op, sample)]
+    assert len(first) == len(set(first))
+    kinds = [v.kind for v in variations(op, sample)]
+    assert kinds == sorted(kinds, key=["values", "dim", "dim-alone", "int", "float", "dtype"].index)
+    assert {"values", "dim", "dim-alone", "dtype"} <= set(kinds)
+    assert first[:2] == ["key, value, key_cache, value_cache, slot_mapping: values redrawn",
+                         "key dim 0, value dim 0, slot_mapping dim 0: 5 -> 10"]
+    assert len(list(variations(op, sample, limit=4))) == 4
+
+
+def test_int_and_int_list_and_scalar_type_arguments():
+    op = torch.ops.aten.new_empty.default
+    sample = SampleInput((torch.randn(3, 4), [2, 5]), {"dtype": torch.float16})
+    made = {v.description: v for v in variations(op, sample)}
+    assert made["size[1]: 5 -> 10"].sample.args[1] == [2, 10]
+    assert made["size[0]: 2 -> 3"].kind == "int"
+    assert made["dtype: float16 -> bfloat16"].sample.kwargs["dtype"] == torch.bfloat16
+    assert made["self: float32 -> bfloat16"].sample.kwargs["dtype"] == torch.float16
+    assert sample.args[1] == [2, 5]
+
+
+def test_int_args_of_the_bundled_op(bundled):
+    op = _op("get_masked_input_and_mask")
+    sample = _sample(bundled, "get_masked_input_and_mask")
+    ints = [v for v in variations(op, sample) if v.kind == "int"]
+    assert [v.description for v in ints][:2] == ["org_vocab_start_index: 100 -> 200",
+                                                 "org_vocab_start_index: 100 -> 101"]
+    accepted = 0
+    for v in ints:
+        try:
+            op(*v.sample.args)
+            accepted += 1
+        except RuntimeError as exc:
+            assert "start <= end" in str(exc)
+    assert accepted == len(ints) - 1
+
+
+def test_dtype_variation_keeps_other_dtypes():
+    op = torch.ops.aten.addcmul.default
+    x = torch.randn(4, 3, dtype=torch.bfloat16)
+    scale = torch.randn(3, dtype=torch.float32)
+    dtypes = [v for v in variations(op, SampleInput((x, x.clone(), scale)))
+              if v.kind == "dtype"]
+    assert [v.description for v in dtypes] == ["self, tensor1: bfloat16 -> float32",
+                                               "self, tensor1: bfloat16 -> float16"]
+    for v in dtypes:  # bfloat16 is the main dtype (two tensors); the float32 scale stays
+        assert v.sample.args[2].dtype == torch.float32
+        assert v.sample.args[0].dtype == v.sample.args[1].dtype != torch.bfloat16
+    assert x.dtype == torch.bfloat16
+
+
+def test_values_redrawn_from_their_own(bundled):
+    op = _op("reshape_and_cache")
+    sample = _sample(bundled, "reshape_and_cache")
+    varied = next(variations(op, sample))
+    assert varied.kind == "values"
+    slots, new_slots = sample.args[4], varied.sample.args[4]
+    assert new_slots.shape == slots.shape and set(new_slots.tolist()) <= set(slots.tolist())
+    assert not torch.equal(varied.sample.args[0], sample.args[0])
+    op(*varied.sample.args)
+
+
+def test_float_arguments_negated_and_zeroed(bundled):
+    op = _op("rms_norm")
+    sample = _sample(bundled, "rms_norm")
+    floats = [v for v in variations(op, sample) if v.kind == "float"]
+    assert [v.description for v in floats] == ["eps: 1e-06 -> -1e-06", "eps: 1e-06 -> 0"]
+    assert floats[1].sample.args[2] == 0.0 and sample.args[2] == 1e-6
