@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from aclcap.meta.synthesize.emit_python import pyname
+from aclcap.meta.synthesize.emit_python import pyname, same_shape_as
 from aclcap.meta.synthesize.rules import (
     BinOp,
     Const,
@@ -187,14 +187,16 @@ def _is_data_dependent(rule: OpRule) -> bool:
 
 
 def _condition(arg: str, condition: str, declared: str) -> str:
-    """A none_when condition (`is None`, `> 0`, `== True`) in C++."""
+    """A none_when condition (rules.NONE_CONDITIONS: `is None`, `> 0`, `is True`) in C++."""
     name = pyname(arg)
     if condition.strip() == "is None":
         return f"!{name}.has_value()"
     if condition.strip() == "is not None":
         return f"{name}.has_value()"
-    value = condition.strip().replace("True", "true").replace("False", "false")
-    return f"{name}.value() {value}" if declared.endswith("?") else f"{name} {value}"
+    value = name + ".value()" if declared.endswith("?") else name
+    if condition.strip() in ("is True", "is False"):
+        return value if condition.strip() == "is True" else f"!{value}"
+    return f"{value} {condition.strip()}"
 
 
 def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
@@ -232,10 +234,7 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             if hoist:
                 setup.append(f"  const auto {name}_options = {options};")
                 options = f"{name}_options"
-            same = isinstance(out.shape, tuple) and bool(out.shape) and all(
-                isinstance(e, Dim) and e.arg == like and e.item is None
-                and e.index in (i, i - len(out.shape)) for i, e in enumerate(out.shape))
-            if like is not None and same:  # empty_like keeps like's stride order
+            if like is not None and same_shape_as(out, like):  # empty_like keeps its strides
                 text = f"at::empty_like({pyname(like)})" if same_dtype else \
                     f"at::empty_like({pyname(like)}, {options})"
             elif like is not None:  # another shape: keep like's memory format

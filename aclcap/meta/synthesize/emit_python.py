@@ -106,11 +106,18 @@ def shape_list(out: OutputRule) -> str:
     return "[" + ", ".join(expr_source(e) for e in out.shape) + "]"
 
 
-def _same_shape_as(out: OutputRule, arg: str) -> bool:
-    """The shape is exactly `arg`'s, dim by dim (then empty_like keeps its layout)."""
-    return isinstance(out.shape, tuple) and bool(out.shape) and all(
-        isinstance(e, Dim) and e.arg == arg and e.item is None and e.index in (i, i - len(
-            out.shape)) for i, e in enumerate(out.shape))
+def same_shape_as(out: OutputRule, arg: str) -> bool:
+    """The shape is exactly `arg`'s: `[*x.shape]`, `[*x.shape[:-1], x.shape[-1]]`, or every
+    dim of a rule fitted on one rank (then empty_like, which also keeps x's layout, fits)."""
+    shape = out.shape
+    if not isinstance(shape, tuple) or not shape:
+        return False
+    if isinstance(shape[0], LeadingDims):
+        lead = shape[0]
+        return lead.arg == arg and list(shape[1:]) == [
+            Dim(arg, j - lead.drop) for j in range(lead.drop)]
+    return all(isinstance(e, Dim) and e.arg == arg and e.item is None
+               and e.index in (i, i - len(shape)) for i, e in enumerate(shape))
 
 
 def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
@@ -129,7 +136,7 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     else:
         dtype = _dtype_source(out.dtype, base)
         like = out.layout.arg if out.layout.kind == "like" else None
-        if like is not None and _same_shape_as(out, like):
+        if like is not None and same_shape_as(out, like):
             same = out.dtype is not None and out.dtype.kind == "like" and out.dtype.arg == like
             text = f"torch.empty_like({pyname(like)})" if same else \
                 f"torch.empty_like({pyname(like)}, dtype={dtype})"
