@@ -124,6 +124,11 @@ def test_verification_outcome_is_written_above_each_function():
     assert "// NOT VERIFIED, failed: fake vs real" in emit_cpp.function_source(failed)
     passed = type(rule)(rule.op, rule.schema, rule.outputs, verified="verified on 4 unseen calls")
     assert "# Checks passed: verified on 4 unseen calls." in emit_python.function_source(passed)
+    unseen = type(rule)(rule.op, rule.schema, rule.outputs, notes=["dim 0 varies per call"],
+                        verified="NOT verified: no call was left unseen to verify it on")
+    text = emit_python.function_source(unseen)
+    assert "# NOT verified: no call was left unseen to verify it on\n" in text
+    assert "failed" not in text and "# Note: dim 0 varies per call\n" in text
 
 
 def test_emitted_cpp_is_lint_clean_and_leaves_the_data_dependent_op_to_python(emitted_cpp):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from aclcap.meta.synthesize.emit_python import pyname, same_shape_as
+from aclcap.meta.synthesize.emit_python import evidence_sentences, pyname, same_shape_as
 from aclcap.meta.synthesize.rules import (
     BinOp,
     Const,
@@ -293,24 +293,6 @@ def _comment(text: str, indent: str = "") -> list[str]:
     return [f"{indent}// {ln}" for ln in [*lines, line] if ln]
 
 
-def _evidence(rule: OpRule) -> list[str]:
-    lines = _comment(f"Inferred from {rule.evidence or f'{rule.fitted_on} calls'}"
-                     + (f"; fitted on {rule.fitted_on}, held out {rule.held_out}"
-                        if rule.fitted_on else "") + ".")
-    if rule.writes:
-        lines += _comment("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
-    for defect in rule.defects:
-        lines += _comment(f"Schema defect: {defect.message}; corrected schema: "
-                          f"{defect.corrected_schema}")
-    if rule.verified is None:
-        lines += _comment("Not verified yet: run the battery on calls not used for fitting.")
-    elif rule.verified.startswith("verified"):
-        lines += _comment(f"Checks passed: {rule.verified}.")
-    else:
-        lines += _comment(f"NOT VERIFIED, failed: {rule.verified}")
-    return lines
-
-
 def kernel_name(op: str) -> str:
     name = op.split("::", 1)[1]
     base, _, overload = name.partition(".")
@@ -330,7 +312,8 @@ def function_source(rule: OpRule) -> str:
     rets = _return_types(schema, rule, types)
     ret = "void" if not rets else rets[0] if len(rets) == 1 else \
         f"std::tuple<{', '.join(rets)}>"
-    lines = _comment(rule.schema) + _evidence(rule)
+    lines = _comment(rule.schema) + [
+        ln for sentence in evidence_sentences(rule) for ln in _comment(sentence)]
     head = f"{ret} {kernel_name(rule.op)}("
     one = head + ", ".join(params) + ") {"
     lines += [one] if len(one) <= 100 else [head + params[0] + ","] + [

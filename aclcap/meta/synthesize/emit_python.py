@@ -183,26 +183,32 @@ def _comment(text: str, indent: str = "    ") -> list[str]:
     return [f"{indent}# {ln}" for ln in lines]
 
 
-def _evidence_lines(rule: OpRule) -> list[str]:
-    lines = _comment(f"Inferred from {rule.evidence or f'{rule.fitted_on} calls'}"
-                     + (f"; fitted on {rule.fitted_on}, held out {rule.held_out}"
-                        if rule.fitted_on else "") + ".")
+def evidence_sentences(rule: OpRule) -> list[str]:
+    """What the comment above an emitted function says, sentence by sentence (both
+    languages): the calls it was inferred from, what it writes, schema defects, notes, and
+    what verified it or why it is not verified."""
+    out = [f"Inferred from {rule.evidence or f'{rule.fitted_on} calls'}"
+           + (f"; fitted on {rule.fitted_on}, held out {rule.held_out}" if rule.fitted_on
+              else "") + "."]
     if rule.writes:
-        lines += _comment("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
-    for defect in rule.defects:
-        lines += _comment(f"Schema defect: {defect.message}; corrected schema: "
-                          f"{defect.corrected_schema}")
-    if rule.verified is None:
-        lines += _comment("Not verified yet: run the battery on calls not used for fitting.")
-    elif rule.verified.startswith("verified"):
-        lines += _comment(f"Checks passed: {rule.verified}.")
+        out.append("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
+    out += [f"Schema defect: {d.message}; corrected schema: {d.corrected_schema}"
+            for d in rule.defects]
+    out += [f"Note: {note}" for note in rule.notes]
+    verdict = rule.verified
+    if verdict is None:
+        out.append("Not verified yet: run the battery on calls not used for fitting.")
+    elif verdict.startswith("verified"):
+        out.append(f"Checks passed: {verdict}.")
+    elif verdict.lower().startswith(("not verified", "verification failed")):
+        out.append(verdict[:1].upper() + verdict[1:])  # the verdict already says so
     else:
-        lines += _comment(f"NOT VERIFIED, failed: {rule.verified}")
+        out.append(f"NOT VERIFIED, failed: {verdict}")
     if any(isinstance(e, Unbacked) for o in rule.outputs if isinstance(o.shape, tuple)
            for e in o.shape):
-        lines += _comment("A size fits no formula over the inputs (data-dependent): it is "
-                          "an unbacked SymInt.")
-    return lines
+        out.append("A size fits no formula over the inputs (data-dependent): it is an "
+                   "unbacked SymInt.")
+    return out
 
 
 def _function_name(op: str) -> str:
@@ -247,7 +253,7 @@ def function_source(rule: OpRule) -> str:
         _comment(rule.schema, indent="")
     lines.append(f'@torch.library.register_fake("{register_target(rule)}")')
     lines += _wrap_call(f"def {_function_name(rule.op)}(", _params(schema), "):")
-    lines += _evidence_lines(rule)
+    lines += [ln for sentence in evidence_sentences(rule) for ln in _comment(sentence)]
     if unbacked:
         lines.append("    ctx = torch.library.get_ctx()")
     if not schema.returns:
