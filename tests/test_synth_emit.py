@@ -178,3 +178,13 @@ def test_check_meta_on_the_bundled_library_without_metas_reads_missing():
     assert kinds["aclcap::silu_and_mul.default"] == "missing"
     assert kinds["aclcap::rms_norm.default"] == "missing"
     assert kinds["aclcap::get_masked_input_and_mask.default"] == "missing"
+
+
+def test_the_build_without_metas_has_its_own_folder_name_and_key(tmp_path):
+    from aclcap.build import DEFAULT_CPU, NO_META_CPU, _cpu_key, cpu_library_path, ops_dir
+
+    assert cpu_library_path(tmp_path) == tmp_path / "cpu" / "aclcap_ops_cpu.so"  # as before
+    assert cpu_library_path(tmp_path, NO_META_CPU).parent == tmp_path / "cpu-nometa"
+    assert NO_META_CPU.name != DEFAULT_CPU.name  # both .so files can sit in one cache
+    assert _cpu_key(ops_dir(), NO_META_CPU) != _cpu_key(ops_dir(), DEFAULT_CPU)
+    assert "#ifndef ACLCAP_NO_META" in (ops_dir() / "csrc" / "registration.cpp").read_text()
