@@ -188,3 +188,14 @@ def test_the_build_without_metas_has_its_own_folder_name_and_key(tmp_path):
     assert NO_META_CPU.name != DEFAULT_CPU.name  # both .so files can sit in one cache
     assert _cpu_key(ops_dir(), NO_META_CPU) != _cpu_key(ops_dir(), DEFAULT_CPU)
     assert "#ifndef ACLCAP_NO_META" in (ops_dir() / "csrc" / "registration.cpp").read_text()
+
+
+def test_cpp_says_why_it_leaves_out_an_op_it_cannot_write():
+    rule = next(r for r in ANSWER_RULES if r.op == "aclcap_synth::row_rms.default")
+    odd = type(rule)("aclcap_synth::gen.default", "aclcap_synth::gen(Tensor x, Generator? g) "
+                     "-> Tensor", rule.outputs)
+    text = emit_cpp.emit_cpp([rule, odd])
+    assert 'm.impl("row_rms", TORCH_FN(row_rms_meta));' in text and 'm.impl("gen"' not in text
+    flat = " ".join(line.removeprefix("// ") for line in text.splitlines())  # comments wrap
+    assert "aclcap_synth::gen.default: no C++ Meta kernel emitted: no C++ parameter type for " \
+           "schema type 'Generator?'" in flat

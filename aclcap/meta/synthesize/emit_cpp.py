@@ -305,6 +305,8 @@ def function_source(rule: OpRule) -> str:
     declared = declared_types(rule.schema)
     types = {a.name: t for a, t in zip(schema.arguments, declared, strict=True)}
     base = next((pyname(a.name) for a in schema.arguments if str(a.type) == "Tensor"), None)
+    base = base or next((f"{pyname(a.name)}[0]" for a in schema.arguments
+                         if str(a.type) == "List[Tensor]"), None)
     if base is None:
         raise ValueError(f"{rule.op}: no tensor argument to make outputs from")
     params = [f"{_param_type(t)} {pyname(a.name)}" for a, t in zip(schema.arguments, declared,
@@ -331,8 +333,8 @@ def function_source(rule: OpRule) -> str:
 
 def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> str:
     """The whole C++ file: one Meta kernel per rule and one `TORCH_LIBRARY_IMPL(ns, Meta, m)`
-    block per namespace (only `ns` where given). Rules with a data-dependent size are listed
-    in a comment instead (see the module docstring)."""
+    block per namespace (only `ns` where given). Rules with a data-dependent size (see the
+    module docstring) or a schema type C++ has no form for here get a comment instead."""
     by_ns: dict[str, list[OpRule]] = defaultdict(list)
     for rule in rules:
         by_ns[rule.op.split("::", 1)[0]].append(rule)
@@ -340,9 +342,22 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> st
         by_ns = {ns: by_ns.get(ns, [])}
     text = HEADER.format(extra=f"\n// {header.strip()}" if header.strip() else "")
     for name, group in by_ns.items():
-        kernels = [r for r in group if not _is_data_dependent(r)]
-        skipped = [r for r in group if _is_data_dependent(r)]
-        bodies = [function_source(r) for r in kernels]
+        kernels, bodies, skipped = [], [], []
+        for rule in group:
+            if _is_data_dependent(rule):
+                skipped.append(_comment(
+                    f"{rule.op}: an output size is data-dependent (no formula over the inputs "
+                    "fits). A C++ Meta kernel cannot make an unbacked SymInt, so this op has "
+                    "none here: load the Python fake that `aclcap check-meta --synthesize` "
+                    "writes for it (ctx.new_dynamic_size())."))
+                continue
+            try:
+                bodies.append(function_source(rule))
+            except ValueError as exc:  # a schema type with no C++ form here: say so, go on
+                skipped.append(_comment(f"{rule.op}: no C++ Meta kernel emitted: {exc}; load "
+                                        "the Python fake that `--synthesize` writes for it."))
+                continue
+            kernels.append(rule)
         text += "\nnamespace {\n"
         if any(isinstance(o.shape, tuple) and o.shape and isinstance(o.shape[0], LeadingDims)
                for r in kernels for o in r.outputs):
@@ -351,12 +366,7 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> st
             text += _VIEW_HELPER
         text += "".join("\n" + body for body in bodies)
         text += "\n}  // namespace\n"
-        for r in skipped:
-            text += "\n" + "\n".join(_comment(
-                f"{r.op}: an output size is data-dependent (no formula over the inputs fits). A "
-                "C++ Meta kernel cannot make an unbacked SymInt, so this op has none here: load "
-                "the Python fake that `aclcap check-meta --synthesize` writes for it "
-                "(ctx.new_dynamic_size()).")) + "\n"
+        text += "".join("\n" + "\n".join(lines) + "\n" for lines in skipped)
         text += f"\nTORCH_LIBRARY_IMPL({name}, Meta, m) {{\n"
         for r in kernels:
             overload = r.op.split("::", 1)[1].removesuffix(".default")
