@@ -121,9 +121,10 @@ def check_meta(
             for row in rows:
                 if row["op"] in synthesized.by_op:
                     row["synthesis"] = synthesized.by_op[row["op"]].row()
+        extra = {"synthesis": synthesized.summary()} if synthesized is not None else {}
         report.write_json(json_path, report.document("check-meta", resolved, rows,
                                                      namespaces=result.namespaces,
-                                                     summary=result.counts()))
+                                                     summary=result.counts(), **extra))
     console.print(report.meta_table(result, console.width))
     console.print(result.summary())
     if synthesized is not None:

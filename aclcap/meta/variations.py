@@ -23,6 +23,7 @@ Kind = Literal["values", "dim", "dim-alone", "int", "float", "dtype"]
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_VARIATIONS = 40  # per sample: ~3 sizes x a handful of distinct dims, ints and dtypes
 MAX_BYTES = 256 << 20  # a variation never allocates more than this in all
+VALUES_REDRAWN = "values redrawn"  # the description's end for kind "values"
 
 
 @dataclass
@@ -250,7 +251,7 @@ def _values_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterato
             new[slot] = flat[picks.to(flat.device)].reshape(value.shape).clone()
     if new:
         yield Variation(_replace(sample, new),
-                        f"{', '.join(s.name for s in new)}: values redrawn", "values")
+                        f"{', '.join(s.name for s in new)}: {VALUES_REDRAWN}", "values")
 
 
 def _name(dtype: torch.dtype) -> str:

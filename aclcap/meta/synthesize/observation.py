@@ -15,9 +15,16 @@ import torch
 
 from aclcap.errors import first_line
 from aclcap.meta.fakecheck import fake_mismatches
-from aclcap.meta.observe import DECLARED, VARIATION, ObservedCall, RecordedCall, observe
+from aclcap.meta.observe import (
+    DECLARED,
+    VARIATION,
+    ObservedCall,
+    RecordedCall,
+    observe,
+    observed_inputs,
+)
 from aclcap.meta.sample_inputs import SampleInput, samples_for
-from aclcap.meta.variations import variations
+from aclcap.meta.variations import VALUES_REDRAWN, variations
 
 MAX_CALLS = 150  # per op: ~6 samples with their variations
 SEED = 0
@@ -82,10 +89,15 @@ def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: 
     """Run the kernel on every candidate call (up to `limit` accepted); with `diff_meta`,
     the op's existing meta runs on each call too and its disagreements are kept."""
     seen = Observation()
+    keys: set[str] = set()
     torch.manual_seed(SEED)
     for sample, phase, site, what in candidates(op, samples):
         if len(seen.calls) >= limit:
             break
+        key = call_key(observed_inputs(op, sample.args, sample.kwargs))
+        if key in keys and not what.endswith(VALUES_REDRAWN):
+            continue  # the same call again (samples alike over dtypes): nothing new
+        keys.add(key)
         seen.tried += 1
         try:
             recorded = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
@@ -102,8 +114,6 @@ def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: 
 def samples_by_key(op: torch._ops.OpOverload, samples: Sequence[Source], keys: set[str]
                    ) -> list[SampleInput]:
     """The candidate calls whose keys are in `keys`, once each: the held-out calls again."""
-    from aclcap.meta.observe import observed_inputs
-
     found: dict[str, SampleInput] = {}
     torch.manual_seed(SEED)
     for sample, _, _, _ in candidates(op, samples):

@@ -22,6 +22,7 @@ from aclcap.meta.synthesize.emit_python import emit_python
 from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer
 from aclcap.meta.synthesize.observation import call_key
 from aclcap.meta.synthesize.rules import OpRule, Unbacked
+from aclcap.meta.synthesize.verify import IN_WORDS
 from aclcap.status import Status
 
 MAX_VERIFY = 4  # held-out calls the battery runs per op (opcheck and a compile each)
@@ -41,6 +42,7 @@ class Synthesis:
     unseen_keys: list[str] = field(default_factory=list)
     verified: dict[str, str] = field(default_factory=dict)  # "python"/"cpp" -> "" or failure
     skipped: list[str] = field(default_factory=list)  # checks torch cannot run on this op
+    checks: list[str] = field(default_factory=list)  # the checks of the battery it passed
     meta_diffs: list[str] = field(default_factory=list)
 
     @property
@@ -74,6 +76,7 @@ class Synthesis:
             "unseen_calls": len(self.unseen_keys),
             "verified": {k: not v for k, v in self.verified.items()},
             "failures": {k: v for k, v in self.verified.items() if v},
+            "checks": self.checks,
             "checks_skipped": self.skipped,
             "writes": rule.writes if rule else [],
             "defects": [{"message": d.message, "corrected_schema": d.corrected_schema}
@@ -85,9 +88,11 @@ class Synthesis:
 
 def targets(ops: list[OpInfo], statuses: dict[str, Status], everything: bool) -> list[OpInfo]:
     """The ops to synthesize: every op with tensors (`everything`), else those whose meta
-    is missing or fails."""
+    is missing or fails, and those left to torch's generated trivial fake (no meta of
+    their own: they fail on the meta device)."""
     return [o for o in ops if o.meta_kind != MetaKind.NO_TENSOR and (
-        everything or statuses.get(o.qualname) in (Status.MISSING, Status.FAIL))]
+        everything or o.meta_kind == MetaKind.TRIVIAL
+        or statuses.get(o.qualname) in (Status.MISSING, Status.FAIL))]
 
 
 def _unseen(calls: list[ObservedCall]) -> list[str]:
@@ -162,6 +167,7 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
         elif got.status == Status.PASS and (got.synthesis or {}).get("verified_on"):
             s.verified[kind] = ""
             s.skipped = got.synthesis.get("skipped", [])
+            s.checks = got.synthesis.get("checks", [])
         else:
             s.verified[kind] = "; ".join(f.message for f in got.findings) or str(got.status)
 
@@ -171,12 +177,19 @@ def set_verdicts(done: list[Synthesis]) -> None:
     for s in done:
         if s.rule is not None:
             s.rule.verified = s.verdict().removeprefix("synthesized, ")
+            if s.ok:
+                kinds = " and ".join(f"the {k} meta" for k in s.verified)
+                s.rule.verified += (f" with {kinds}: " + ", ".join(
+                    dict.fromkeys(IN_WORDS[c] for c in s.checks)))
 
 
 def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
                python_out: Path | None, cpp_out: Path | None, diff_meta: bool = False,
-               on_done: Callable[[str], None] | None = None) -> list[Synthesis]:
-    """Observe, infer, emit, verify, and emit again with the verdicts in the comments."""
+               on_done: Callable[[str], None] | None = None
+               ) -> tuple[list[Synthesis], Path | None]:
+    """Observe, infer, emit, verify, and emit again with the verdicts in the comments; the
+    ops' syntheses and the library built from the C++ file (None if none was)."""
+    library = None
     done = observe_and_infer(ops, options, namespaces, diff_meta, on_done)
     rules = [s.rule for s in done if s.rule is not None]
     header = f"Op libraries: {', '.join(Path(lib).name for lib in options.libs) or 'none'}."
@@ -188,6 +201,7 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
         try:
             library = build_meta_library(cpp_out, default_build_dir() / "synthesized")
         except BuildError as exc:
+            library = None
             for s in done:
                 if s.rule is not None:
                     s.verified["cpp"] = f"the emitted C++ does not compile: {exc}"
@@ -199,7 +213,7 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
         python_out.write_text(emit_python(rules, header=header))
     if cpp_out is not None:
         cpp_out.write_text(emit_cpp(rules, header=header))
-    return done
+    return done, library
 
 
 def _data_dependent(rule: OpRule) -> bool:
@@ -215,6 +229,15 @@ class SynthesisRun:
     done: list[Synthesis]
     files: list[Path]
     seconds: float
+    library: Path | None = None  # built from the emitted C++
+
+    def summary(self) -> dict:
+        """The JSON document's `synthesis`: files, the C++ library, the time."""
+        return {"files": [str(f) for f in self.files],
+                "cpp_library": str(self.library) if self.library else None,
+                "seconds": round(self.seconds, 1), "ops": len(self.done),
+                "synthesized": sum(s.rule is not None for s in self.done),
+                "verified": sum(s.ok for s in self.done)}
 
     @property
     def by_op(self) -> dict[str, Synthesis]:
@@ -254,7 +277,7 @@ def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Pat
     statuses = {r.op: r.status for r in report.results}
     ops = targets(report.ops, statuses, everything)
     models = [str(Path(m).resolve()) for m in options.samples_from]
-    done = synthesize(ops, replace(options, samples_from=models), report.namespaces,
-                      python_out, cpp_out, everything, on_done) if ops else []
+    done, library = synthesize(ops, replace(options, samples_from=models), report.namespaces,
+                               python_out, cpp_out, everything, on_done) if ops else ([], None)
     files = [p for p in (python_out, cpp_out) if p is not None]
-    return SynthesisRun(done, files, time.monotonic() - start)
+    return SynthesisRun(done, files, time.monotonic() - start, library)

@@ -73,6 +73,12 @@ def _meta(t: object) -> str:
     return f"shape {list(t.shape)} dtype {t.dtype}"
 
 
+# How the emitted comments name the checks a meta passed.
+IN_WORDS = {"fake_vs_real": "fake vs real", "meta_device": "meta device",
+            "dynamic_shapes": "symbolic sizes", "opcheck": "opcheck",
+            "fullgraph_compile": "torch.compile(fullgraph, dynamic)",
+            "fake_vs_real_unbacked": "fake vs real", "opcheck_no_aot": "opcheck"}
+
 CHECKS.setdefault("fake_vs_real_unbacked", check_fake_unbacked)
 CHECKS.setdefault("opcheck_no_aot", check_opcheck_no_aot)
 

@@ -50,6 +50,7 @@ def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall]
                 outcome = check_op(op, samples, checks)
                 yield Result(name, outcome.status, outcome.findings, outcome.sample_count,
                              _origins(found), synthesis={"verified_on": len(samples),
+                                                         "checks": list(checks),
                                                          "skipped": skipped})
         except Exception as exc:  # this op's synthesis fails, not the run
             yield Result(name, Status.FAIL, [Finding(f"synthesis raised {first_line(exc)}")])
