@@ -17,7 +17,17 @@ import pytest
 
 from aclcap.meta.lint import lint
 from aclcap.meta.synthesize import emit_cpp, emit_python
-from aclcap.meta.synthesize.rules import BinOp, Const, Dim, IntArg, Numel, OutputRule
+from aclcap.meta.synthesize.rules import (
+    BinOp,
+    Const,
+    Dim,
+    DtypeRule,
+    IntArg,
+    Numel,
+    OpRule,
+    OutputRule,
+    Unbacked,
+)
 from tests.conftest import ROOT, aclcap_process
 from tests.fixtures.synth_answers import ANSWER_FAKES, ANSWER_RULES
 
@@ -199,3 +209,21 @@ def test_cpp_says_why_it_leaves_out_an_op_it_cannot_write():
     flat = " ".join(line.removeprefix("// ") for line in text.splitlines())  # comments wrap
     assert "aclcap_synth::gen.default: no C++ Meta kernel emitted: no C++ parameter type for " \
            "schema type 'Generator?'" in flat
+
+
+def test_emitted_locals_never_shadow_an_argument():
+    """An argument named like one of the emitter's own variables (ctx, out0, size) keeps its
+    value: the variables step aside."""
+    rule = OpRule("ns::f.default", "ns::f(Tensor x, int ctx, int out0) -> (Tensor, Tensor)", [
+        OutputRule((Unbacked(0, 9), IntArg("ctx")), DtypeRule("like", arg="x")),
+        OutputRule((IntArg("out0"),), DtypeRule("like", arg="x"))])
+    text = emit_python.function_source(rule)
+    assert "    ctx_ = torch.library.get_ctx()\n" in text
+    assert "out0_ = x.new_empty([ctx_.new_dynamic_size(), ctx], dtype=x.dtype)" in text
+    assert "out1 = x.new_empty([out0], dtype=x.dtype)" in text
+    assert "return out0_, out1" in text
+    cpp = emit_cpp.function_source(OpRule(
+        "ns::g.default", "ns::g(Tensor x, Tensor(a!) result0, int result) -> (Tensor, Tensor)",
+        [OutputRule((IntArg("result"),), DtypeRule("like", arg="x"))] * 2))
+    assert "  at::Tensor result_0 = at::empty_symint(c10::SymDimVector{result}" in cpp
+    assert "return {result_0, result_1};" in cpp

@@ -246,13 +246,13 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
 
 
 def _output_lines(out: OutputRule, base: str, types: dict[str, str], ret_type: str,
-                  target: str) -> list[str]:
+                  target: str, name: str) -> list[str]:
     """The statements that make one output: `return ...;` (target "return") or the
-    declaration of variable `target`; a None output by its none_when condition."""
+    declaration of variable `target`; a None output by its none_when condition. `name`
+    prefixes the variables that hold its sizes and options."""
     if out.shape is None:
         return ["  return std::nullopt;" if target == "return" else
                 f"  {ret_type} {target} = std::nullopt;"]
-    name = "out" if target == "return" else target
     for hoist in (False, True):
         setup, text = _output(out, base, types, name, hoist)
         assign = f"  return {text};" if target == "return" else f"  {target} = {text};"
@@ -323,10 +323,17 @@ def function_source(rule: OpRule) -> str:
         for i, p in enumerate(params[1:])]
     if not rets:
         lines.append("  // an out-variant: it only writes its arguments")
+    # Locals are result, result_sizes, result0...: made longer until they shadow no argument.
+    taken = {pyname(a.name) for a in schema.arguments}
+    stem = "result"
+    while any(t.startswith(stem) for t in taken):
+        stem += "_"
     for i, (o, r) in enumerate(zip(rule.outputs, rets, strict=True)):
-        lines += _output_lines(o, base, types, r, "return" if len(rets) == 1 else f"out{i}")
+        var = f"{stem}{i}"
+        lines += _output_lines(o, base, types, r, "return" if len(rets) == 1 else var,
+                               stem if len(rets) == 1 else var)
     if len(rets) > 1:
-        lines.append("  return {" + ", ".join(f"out{i}" for i in range(len(rets))) + "};")
+        lines.append("  return {" + ", ".join(f"{stem}{i}" for i in range(len(rets))) + "};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

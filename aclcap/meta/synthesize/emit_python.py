@@ -58,8 +58,9 @@ def pyname(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
-    """Python source of an integer expression; parenthesized only where precedence needs."""
+def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0, ctx: str = "ctx") -> str:
+    """Python source of an integer expression; parenthesized only where precedence needs.
+    `ctx` names the fake-impl context a data-dependent size comes from."""
     if isinstance(e, Const):
         return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
     if isinstance(e, Dim):
@@ -71,16 +72,16 @@ def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
     if isinstance(e, IntArg):
         return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
     if isinstance(e, Unbacked):
-        return "ctx.new_dynamic_size()"
+        return f"{ctx}.new_dynamic_size()"
     if isinstance(e, LeadingDims):  # only ever first in a shape list: [*x.shape[:-1], ...]
         return f"*{pyname(e.arg)}.shape" + (f"[:-{e.drop}]" if e.drop else "")
     if not isinstance(e, BinOp):
         raise TypeError(f"not a shape expression: {e!r}")
     if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)
-        return f"-(-{expr_source(e.left, 3)} // {expr_source(e.right, 3)})"
+        return f"-(-{expr_source(e.left, 3, ctx)} // {expr_source(e.right, 3, ctx)})"
     own = _PRECEDENCE[e.op]
     # left-associative: the right operand of - and // needs parentheses at equal precedence
-    text = f"{expr_source(e.left, own)} {e.op} {expr_source(e.right, own + 1)}"
+    text = f"{expr_source(e.left, own, ctx)} {e.op} {expr_source(e.right, own + 1, ctx)}"
     return f"({text})" if own < prec else text
 
 
@@ -100,10 +101,10 @@ def _dtype_source(rule: DtypeRule | None, base: str) -> str:
     return text
 
 
-def shape_list(out: OutputRule) -> str:
+def shape_list(out: OutputRule, ctx: str = "ctx") -> str:
     """`[x.shape[0], -(-x.numel() // blocksize)]` for a shape of expressions."""
     assert isinstance(out.shape, tuple)
-    return "[" + ", ".join(expr_source(e) for e in out.shape) + "]"
+    return "[" + ", ".join(expr_source(e, ctx=ctx) for e in out.shape) + "]"
 
 
 def same_shape_as(out: OutputRule, arg: str) -> bool:
@@ -120,7 +121,8 @@ def same_shape_as(out: OutputRule, arg: str) -> bool:
                and e.index in (i, i - len(shape)) for i, e in enumerate(shape))
 
 
-def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
+def output_source(out: OutputRule, base: str, sizes: str | None = None, ctx: str = "ctx"
+                  ) -> str:
     """The expression that makes one output. `base` is the tensor argument whose device new
     tensors take; `sizes` replaces the shape list (a variable, where the line is long)."""
     if out.shape is None:
@@ -128,7 +130,7 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     if isinstance(out.shape, WholeShape):
         sizes = pyname(out.shape.arg)
     elif sizes is None:
-        sizes = shape_list(out)
+        sizes = shape_list(out, ctx)
     if out.alias.kind == "input":
         text = pyname(out.alias.arg or "")
     elif out.alias.kind == "view":
@@ -150,15 +152,16 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     return text
 
 
-def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str) -> list[str]:
+def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str, ctx: str
+                  ) -> list[str]:
     """`    <prefix><output>` (prefix `return ` or `out0 = `), with the shape list hoisted
     into its own wrapped statement `size_name = [...]` where one line would be too long."""
-    line = f"    {prefix}{output_source(out, base)}"
+    line = f"    {prefix}{output_source(out, base, ctx=ctx)}"
     if len(line) <= _LINE or not isinstance(out.shape, tuple) or out.alias.kind == "input":
         return [line]
-    parts = [expr_source(e) for e in out.shape]
+    parts = [expr_source(e, ctx=ctx) for e in out.shape]
     return [*_wrap_call(f"{size_name} = [", parts, "]", indent="    "),
-            f"    {prefix}{output_source(out, base, sizes=size_name)}"]
+            f"    {prefix}{output_source(out, base, sizes=size_name, ctx=ctx)}"]
 
 
 def _wrap_call(head: str, parts: list[str], tail: str, indent: str = "") -> list[str]:
@@ -254,16 +257,25 @@ def function_source(rule: OpRule) -> str:
     lines.append(f'@torch.library.register_fake("{register_target(rule)}")')
     lines += _wrap_call(f"def {_function_name(rule.op)}(", _params(schema), "):")
     lines += [ln for sentence in evidence_sentences(rule) for ln in _comment(sentence)]
+    taken = {pyname(a.name) for a in schema.arguments}
+
+    def local(name: str) -> str:  # a local variable that shadows no argument
+        while name in taken:
+            name += "_"
+        return name
+
+    ctx = local("ctx")
     if unbacked:
-        lines.append("    ctx = torch.library.get_ctx()")
+        lines.append(f"    {ctx} = torch.library.get_ctx()")
     if not schema.returns:
         lines.append("    return None")
     elif len(rule.outputs) == 1:
-        lines += _output_lines(rule.outputs[0], base, "return ", "size")
+        lines += _output_lines(rule.outputs[0], base, "return ", local("size"), ctx)
     else:
+        outs = [local(f"out{i}") for i in range(len(rule.outputs))]
         for i, o in enumerate(rule.outputs):
-            lines += _output_lines(o, base, f"out{i} = ", f"size{i}")
-        lines.append("    return " + ", ".join(f"out{i}" for i in range(len(rule.outputs))))
+            lines += _output_lines(o, base, f"{outs[i]} = ", local(f"size{i}"), ctx)
+        lines.append("    return " + ", ".join(outs))
     return "\n".join(lines) + "\n"
 
 
