@@ -42,6 +42,8 @@ HEADER = """// Meta kernels synthesized by `aclcap check-meta --synthesize-cpp` 
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <numeric>
 #include <optional>
 #include <tuple>
 """
@@ -94,6 +96,28 @@ at::Tensor view_of_contiguous(const at::Tensor& self, c10::SymIntArrayRef sizes)
     step = step * dim;
   }
   return self.as_strided_symint(sizes, strides, self.sym_storage_offset());
+}
+"""
+# empty_like keeps a layout only for the same shape; for another shape of the same rank the
+# output is laid out in the input's stride order, as the Python fake's helper does it.
+_ORDER_HELPER = """
+// An empty tensor of `sizes` laid out in the stride order of `like` (same rank): dims from
+// the largest stride to the smallest, as empty_like orders them. Comparing symbolic strides
+// guards on them, as torch's own layout rules do.
+at::Tensor empty_in_order_of(const at::Tensor& like, c10::SymIntArrayRef sizes,
+                             at::TensorOptions options) {
+  TORCH_CHECK(static_cast<int64_t>(sizes.end() - sizes.begin()) == like.dim(),
+              "synthesized layout: the output must have the rank of the input it follows");
+  at::DimVector perm(like.dim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+    return like.sym_stride(a) > like.sym_stride(b);
+  });
+  c10::SymDimVector physical;
+  for (const int64_t d : perm) physical.push_back(sizes[d]);
+  at::DimVector inverse(perm.begin(), perm.end());
+  for (int64_t i = 0; i < like.dim(); ++i) inverse[perm[i]] = i;
+  return at::empty_symint(physical, options).permute(inverse);
 }
 """
 # A shape that keeps an input's leading dims whatever its rank (rules.LeadingDims).
@@ -237,9 +261,8 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             if like is not None and same_shape_as(out, like):  # empty_like keeps its strides
                 text = f"at::empty_like({pyname(like)})" if same_dtype else \
                     f"at::empty_like({pyname(like)}, {options})"
-            elif like is not None:  # another shape: keep like's memory format
-                text = (f"at::empty_symint({sizes}, {options}, "
-                        f"{pyname(like)}.suggest_memory_format())")
+            elif like is not None:  # another shape of the same rank, in like's stride order
+                text = f"empty_in_order_of({pyname(like)}, {sizes}, {options})"
             else:
                 text = f"at::empty_symint({sizes}, {options})"
     return setup, text
@@ -371,6 +394,8 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> st
             text += _LEADING_HELPER
         if any("view_of_contiguous(" in body for body in bodies):
             text += _VIEW_HELPER
+        if any("empty_in_order_of(" in body for body in bodies):
+            text += _ORDER_HELPER
         text += "".join("\n" + body for body in bodies)
         text += "\n}  // namespace\n"
         text += "".join("\n" + "\n".join(lines) + "\n" for lines in skipped)

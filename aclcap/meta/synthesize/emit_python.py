@@ -47,7 +47,7 @@ def _empty_in_order_of(like, sizes, dtype):
     """An empty tensor of `sizes` laid out in the stride order of `like` (same rank)."""
     from torch._prims_common import compute_elementwise_output_logical_to_physical_perm
 
-    perm = compute_elementwise_output_logical_to_physical_perm(like)
+    perm, _ = compute_elementwise_output_logical_to_physical_perm(like)
     inverse = [perm.index(i) for i in range(len(perm))]
     return like.new_empty([sizes[p] for p in perm], dtype=dtype).permute(inverse)
 '''
