@@ -74,6 +74,8 @@ def emitted_cpp() -> Path:
      "x.shape[0] - (x.shape[1] + 1)", "x.sym_size(0) - (x.sym_size(1) + 1)"),
     (BinOp("*", BinOp("-", Dim("x", -1), Const(2)), IntArg("shape", 1)),
      "(x.shape[-1] - 2) * shape[1]", "(x.sym_size(-1) - 2) * shape[1]"),
+    (BinOp("*", Dim("x", 0), BinOp("ceil//", Numel("x"), IntArg("b"))),
+     "x.shape[0] * -(-x.numel() // b)", "x.sym_size(0) * ((x.sym_numel() + b - 1) / b)"),
     (BinOp("//", Numel("xs", item=1), Dim("xs", -1, item=1)),
      "xs[1].numel() // xs[1].shape[-1]", "xs[1].sym_numel() / xs[1].sym_size(-1)"),
 ])
@@ -82,14 +84,21 @@ def test_expressions_are_written_with_the_right_precedence(expr, python, cpp):
     assert emit_cpp.expr_source(expr) == cpp
 
 
-def test_ceil_division_rounds_up_in_both_languages():
+@pytest.mark.parametrize("outer", [None, "*", "//", "-"])
+def test_ceil_division_rounds_up_in_both_languages(outer):
+    """Evaluated, not only read: ceil(rows * k / b), alone and as the right operand of
+    another operation (where C++'s written-out form needs its parentheses)."""
     expr = BinOp("ceil//", BinOp("*", Dim("x", 0), IntArg("k")), IntArg("b"))
-    for rows, k, b in ((7, 3, 4), (8, 2, 4), (1, 1, 64), (0, 5, 3)):
-        want = -(-rows * k // b)
+    if outer:
+        expr = BinOp(outer, IntArg("n"), expr)
+    for rows, k, b in ((7, 3, 4), (8, 2, 4), (1, 1, 64), (5, 5, 3)):
+        ceil = -(-rows * k // b)
+        want = {None: ceil, "*": 100 * ceil, "//": 100 // ceil, "-": 100 - ceil}[outer]
         x = type("T", (), {"shape": (rows,)})
-        assert eval(emit_python.expr_source(expr), {"x": x, "k": k, "b": b}) == want
+        names = {"x": x, "k": k, "b": b, "n": 100}
+        assert eval(emit_python.expr_source(expr), names) == want
         cpp = emit_cpp.expr_source(expr).replace("x.sym_size(0)", str(rows))
-        assert eval(cpp.replace("/", "//"), {"k": k, "b": b}) == want  # SymInt / floors
+        assert eval(cpp.replace("/", "//"), names) == want  # SymInt / floors
 
 
 def test_emitted_python_is_ruff_and_lint_clean(emitted_python):

@@ -183,7 +183,8 @@ def expr_source(e: Expr | Unbacked, prec: int = 0) -> str:
         raise TypeError(f"not a C++ shape expression: {e!r}")
     if e.op == "ceil//":  # sizes are >= 0 and divisors > 0: (a + b - 1) / b rounds up
         right = expr_source(e.right, 1)
-        return f"({expr_source(e.left, 1)} + {right} - 1) / {expr_source(e.right, 3)}"
+        text = f"({expr_source(e.left, 1)} + {right} - 1) / {expr_source(e.right, 3)}"
+        return f"({text})" if prec >= 2 else text  # an operand of * or / keeps it whole
     own = _PRECEDENCE[e.op]
     op = "/" if e.op == "//" else e.op  # SymInt's / floors (sizes are never negative)
     text = f"{expr_source(e.left, own)} {op} {expr_source(e.right, own + 1)}"
