@@ -22,20 +22,23 @@ OPS = (
 _loaded: bool | None = None  # None until load(); then whether the meta impls were loaded
 
 
-def load(metas: bool = True) -> None:
+def load(metas: bool | None = None) -> None:
     """Build if stale, load the kernels and register everything; a no-op the second time.
     `metas=False` loads a build without the C++ Meta kernels and skips meta.py: the library
     as one that ships no meta impls (`--lib aclcap_ops.nometa`), which synthesis regenerates.
-    A process holds one or the other: both register the same `aclcap` ops."""
+    A process holds one or the other (both register the same `aclcap` ops): `load()` with no
+    argument takes whichever is loaded, so a model file's own `aclcap_ops.load()` runs on the
+    library without metas once aclcap_ops.nometa came first; asking for the other is an error."""
     global _loaded
     if _loaded is not None:
-        if _loaded != metas:
+        if metas is not None and _loaded != metas:
             from aclcap.errors import UsageError
 
             raise UsageError(
                 f"the bundled library is already loaded {'with' if _loaded else 'without'} its "
                 "meta impls in this process: pass either aclcap_ops or aclcap_ops.nometa")
         return
+    metas = True if metas is None else metas
     import torch
 
     from aclcap.build import DEFAULT_CPU, NO_META_CPU, ensure_cpu_library

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from aclcap.meta.synthesize.emit_python import pyname
+from aclcap.meta.synthesize.emit_python import evidence_sentences, pyname, same_shape_as
 from aclcap.meta.synthesize.rules import (
     BinOp,
     Const,
@@ -42,6 +42,8 @@ HEADER = """// Meta kernels synthesized by `aclcap check-meta --synthesize-cpp` 
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <numeric>
 #include <optional>
 #include <tuple>
 """
@@ -79,6 +81,45 @@ _SCALAR_TYPES = {
     "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
 }
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
+# aten::view's Meta kernel takes concrete sizes only ("SymIntArrayRef expected to contain
+# only concrete integers" under dynamic shapes); as_strided's takes SymInts. So a view is
+# written as the strides view() would give a contiguous input.
+_VIEW_HELPER = """
+// A view of contiguous `self` with `sizes`, as self.view(sizes) gives, kept symbolic.
+at::Tensor view_of_contiguous(const at::Tensor& self, c10::SymIntArrayRef sizes) {
+  TORCH_CHECK(self.is_contiguous(), "synthesized view: the input must be contiguous");
+  c10::SymDimVector strides(sizes.begin(), sizes.end());
+  c10::SymInt step = 1;
+  for (auto it = strides.rbegin(); it != strides.rend(); ++it) {
+    c10::SymInt dim = *it;
+    *it = step;
+    step = step * dim;
+  }
+  return self.as_strided_symint(sizes, strides, self.sym_storage_offset());
+}
+"""
+# empty_like keeps a layout only for the same shape; for another shape of the same rank the
+# output is laid out in the input's stride order, as the Python fake's helper does it.
+_ORDER_HELPER = """
+// An empty tensor of `sizes` laid out in the stride order of `like` (same rank): dims from
+// the largest stride to the smallest, as empty_like orders them. Comparing symbolic strides
+// guards on them, as torch's own layout rules do.
+at::Tensor empty_in_order_of(const at::Tensor& like, c10::SymIntArrayRef sizes,
+                             at::TensorOptions options) {
+  TORCH_CHECK(static_cast<int64_t>(sizes.end() - sizes.begin()) == like.dim(),
+              "synthesized layout: the output must have the rank of the input it follows");
+  at::DimVector perm(like.dim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+    return like.sym_stride(a) > like.sym_stride(b);
+  });
+  c10::SymDimVector physical;
+  for (const int64_t d : perm) physical.push_back(sizes[d]);
+  at::DimVector inverse(perm.begin(), perm.end());
+  for (int64_t i = 0; i < like.dim(); ++i) inverse[perm[i]] = i;
+  return at::empty_symint(physical, options).permute(inverse);
+}
+"""
 # A shape that keeps an input's leading dims whatever its rank (rules.LeadingDims).
 _LEADING_HELPER = """
 // t's sizes without the last `drop`, then `tail`: [*t.shape[:-drop], *tail], symbolic.
@@ -142,7 +183,8 @@ def expr_source(e: Expr | Unbacked, prec: int = 0) -> str:
         raise TypeError(f"not a C++ shape expression: {e!r}")
     if e.op == "ceil//":  # sizes are >= 0 and divisors > 0: (a + b - 1) / b rounds up
         right = expr_source(e.right, 1)
-        return f"({expr_source(e.left, 1)} + {right} - 1) / {expr_source(e.right, 3)}"
+        text = f"({expr_source(e.left, 1)} + {right} - 1) / {expr_source(e.right, 3)}"
+        return f"({text})" if prec >= 2 else text  # an operand of * or / keeps it whole
     own = _PRECEDENCE[e.op]
     op = "/" if e.op == "//" else e.op  # SymInt's / floors (sizes are never negative)
     text = f"{expr_source(e.left, own)} {op} {expr_source(e.right, own + 1)}"
@@ -170,14 +212,16 @@ def _is_data_dependent(rule: OpRule) -> bool:
 
 
 def _condition(arg: str, condition: str, declared: str) -> str:
-    """A none_when condition (`is None`, `> 0`, `== True`) in C++."""
+    """A none_when condition (rules.NONE_CONDITIONS: `is None`, `> 0`, `is True`) in C++."""
     name = pyname(arg)
     if condition.strip() == "is None":
         return f"!{name}.has_value()"
     if condition.strip() == "is not None":
         return f"{name}.has_value()"
-    value = condition.strip().replace("True", "true").replace("False", "false")
-    return f"{name}.value() {value}" if declared.endswith("?") else f"{name} {value}"
+    value = name + ".value()" if declared.endswith("?") else name
+    if condition.strip() in ("is True", "is False"):
+        return value if condition.strip() == "is True" else f"!{value}"
+    return f"{value} {condition.strip()}"
 
 
 def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
@@ -206,7 +250,7 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
                 setup.append(f"  c10::SymDimVector {name}_sizes{listed};")
                 sizes = f"{name}_sizes"
         if out.alias.kind == "view":
-            text = f"{pyname(out.alias.arg or '')}.view_symint({sizes})"
+            text = f"view_of_contiguous({pyname(out.alias.arg or '')}, {sizes})"
         else:
             like = out.layout.arg if out.layout.kind == "like" else None
             same_dtype = out.dtype is not None and out.dtype.kind == "like" and \
@@ -215,28 +259,24 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             if hoist:
                 setup.append(f"  const auto {name}_options = {options};")
                 options = f"{name}_options"
-            same = isinstance(out.shape, tuple) and bool(out.shape) and all(
-                isinstance(e, Dim) and e.arg == like and e.item is None
-                and e.index in (i, i - len(out.shape)) for i, e in enumerate(out.shape))
-            if like is not None and same:  # empty_like keeps like's stride order
+            if like is not None and same_shape_as(out, like):  # empty_like keeps its strides
                 text = f"at::empty_like({pyname(like)})" if same_dtype else \
                     f"at::empty_like({pyname(like)}, {options})"
-            elif like is not None:  # another shape: keep like's memory format
-                text = (f"at::empty_symint({sizes}, {options}, "
-                        f"{pyname(like)}.suggest_memory_format())")
+            elif like is not None:  # another shape of the same rank, in like's stride order
+                text = f"empty_in_order_of({pyname(like)}, {sizes}, {options})"
             else:
                 text = f"at::empty_symint({sizes}, {options})"
     return setup, text
 
 
 def _output_lines(out: OutputRule, base: str, types: dict[str, str], ret_type: str,
-                  target: str) -> list[str]:
+                  target: str, name: str) -> list[str]:
     """The statements that make one output: `return ...;` (target "return") or the
-    declaration of variable `target`; a None output by its none_when condition."""
+    declaration of variable `target`; a None output by its none_when condition. `name`
+    prefixes the variables that hold its sizes and options."""
     if out.shape is None:
         return ["  return std::nullopt;" if target == "return" else
                 f"  {ret_type} {target} = std::nullopt;"]
-    name = "out" if target == "return" else target
     for hoist in (False, True):
         setup, text = _output(out, base, types, name, hoist)
         assign = f"  return {text};" if target == "return" else f"  {target} = {text};"
@@ -277,24 +317,6 @@ def _comment(text: str, indent: str = "") -> list[str]:
     return [f"{indent}// {ln}" for ln in [*lines, line] if ln]
 
 
-def _evidence(rule: OpRule) -> list[str]:
-    lines = _comment(f"Inferred from {rule.evidence or f'{rule.fitted_on} calls'}"
-                     + (f"; fitted on {rule.fitted_on}, held out {rule.held_out}"
-                        if rule.fitted_on else "") + ".")
-    if rule.writes:
-        lines += _comment("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
-    for defect in rule.defects:
-        lines += _comment(f"Schema defect: {defect.message}; corrected schema: "
-                          f"{defect.corrected_schema}")
-    if rule.verified is None:
-        lines += _comment("Not verified yet: run the battery on calls not used for fitting.")
-    elif rule.verified.startswith("verified"):
-        lines += _comment(f"Checks passed: {rule.verified}.")
-    else:
-        lines += _comment(f"NOT VERIFIED, failed: {rule.verified}")
-    return lines
-
-
 def kernel_name(op: str) -> str:
     name = op.split("::", 1)[1]
     base, _, overload = name.partition(".")
@@ -307,6 +329,8 @@ def function_source(rule: OpRule) -> str:
     declared = declared_types(rule.schema)
     types = {a.name: t for a, t in zip(schema.arguments, declared, strict=True)}
     base = next((pyname(a.name) for a in schema.arguments if str(a.type) == "Tensor"), None)
+    base = base or next((f"{pyname(a.name)}[0]" for a in schema.arguments
+                         if str(a.type) == "List[Tensor]"), None)
     if base is None:
         raise ValueError(f"{rule.op}: no tensor argument to make outputs from")
     params = [f"{_param_type(t)} {pyname(a.name)}" for a, t in zip(schema.arguments, declared,
@@ -314,7 +338,8 @@ def function_source(rule: OpRule) -> str:
     rets = _return_types(schema, rule, types)
     ret = "void" if not rets else rets[0] if len(rets) == 1 else \
         f"std::tuple<{', '.join(rets)}>"
-    lines = _comment(rule.schema) + _evidence(rule)
+    lines = _comment(rule.schema) + [
+        ln for sentence in evidence_sentences(rule) for ln in _comment(sentence)]
     head = f"{ret} {kernel_name(rule.op)}("
     one = head + ", ".join(params) + ") {"
     lines += [one] if len(one) <= 100 else [head + params[0] + ","] + [
@@ -322,18 +347,25 @@ def function_source(rule: OpRule) -> str:
         for i, p in enumerate(params[1:])]
     if not rets:
         lines.append("  // an out-variant: it only writes its arguments")
+    # Locals are result, result_sizes, result0...: made longer until they shadow no argument.
+    taken = {pyname(a.name) for a in schema.arguments}
+    stem = "result"
+    while any(t.startswith(stem) for t in taken):
+        stem += "_"
     for i, (o, r) in enumerate(zip(rule.outputs, rets, strict=True)):
-        lines += _output_lines(o, base, types, r, "return" if len(rets) == 1 else f"out{i}")
+        var = f"{stem}{i}"
+        lines += _output_lines(o, base, types, r, "return" if len(rets) == 1 else var,
+                               stem if len(rets) == 1 else var)
     if len(rets) > 1:
-        lines.append("  return {" + ", ".join(f"out{i}" for i in range(len(rets))) + "};")
+        lines.append("  return {" + ", ".join(f"{stem}{i}" for i in range(len(rets))) + "};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
 def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> str:
     """The whole C++ file: one Meta kernel per rule and one `TORCH_LIBRARY_IMPL(ns, Meta, m)`
-    block per namespace (only `ns` where given). Rules with a data-dependent size are listed
-    in a comment instead (see the module docstring)."""
+    block per namespace (only `ns` where given). Rules with a data-dependent size (see the
+    module docstring) or a schema type C++ has no form for here get a comment instead."""
     by_ns: dict[str, list[OpRule]] = defaultdict(list)
     for rule in rules:
         by_ns[rule.op.split("::", 1)[0]].append(rule)
@@ -341,20 +373,33 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> st
         by_ns = {ns: by_ns.get(ns, [])}
     text = HEADER.format(extra=f"\n// {header.strip()}" if header.strip() else "")
     for name, group in by_ns.items():
-        kernels = [r for r in group if not _is_data_dependent(r)]
-        skipped = [r for r in group if _is_data_dependent(r)]
+        kernels, bodies, skipped = [], [], []
+        for rule in group:
+            if _is_data_dependent(rule):
+                skipped.append(_comment(
+                    f"{rule.op}: an output size is data-dependent (no formula over the inputs "
+                    "fits). A C++ Meta kernel cannot make an unbacked SymInt, so this op has "
+                    "none here: load the Python fake that `aclcap check-meta --synthesize` "
+                    "writes for it (ctx.new_dynamic_size())."))
+                continue
+            try:
+                bodies.append(function_source(rule))
+            except ValueError as exc:  # a schema type with no C++ form here: say so, go on
+                skipped.append(_comment(f"{rule.op}: no C++ Meta kernel emitted: {exc}; load "
+                                        "the Python fake that `--synthesize` writes for it."))
+                continue
+            kernels.append(rule)
         text += "\nnamespace {\n"
         if any(isinstance(o.shape, tuple) and o.shape and isinstance(o.shape[0], LeadingDims)
                for r in kernels for o in r.outputs):
             text += _LEADING_HELPER
-        text += "".join("\n" + function_source(r) for r in kernels)
+        if any("view_of_contiguous(" in body for body in bodies):
+            text += _VIEW_HELPER
+        if any("empty_in_order_of(" in body for body in bodies):
+            text += _ORDER_HELPER
+        text += "".join("\n" + body for body in bodies)
         text += "\n}  // namespace\n"
-        for r in skipped:
-            text += "\n" + "\n".join(_comment(
-                f"{r.op}: an output size is data-dependent (no formula over the inputs fits). A "
-                "C++ Meta kernel cannot make an unbacked SymInt, so this op has none here: load "
-                "the Python fake that `aclcap check-meta --synthesize` writes for it "
-                "(ctx.new_dynamic_size()).")) + "\n"
+        text += "".join("\n" + "\n".join(lines) + "\n" for lines in skipped)
         text += f"\nTORCH_LIBRARY_IMPL({name}, Meta, m) {{\n"
         for r in kernels:
             overload = r.op.split("::", 1)[1].removesuffix(".default")

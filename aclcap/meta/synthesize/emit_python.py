@@ -47,7 +47,7 @@ def _empty_in_order_of(like, sizes, dtype):
     """An empty tensor of `sizes` laid out in the stride order of `like` (same rank)."""
     from torch._prims_common import compute_elementwise_output_logical_to_physical_perm
 
-    perm = compute_elementwise_output_logical_to_physical_perm(like)
+    perm, _ = compute_elementwise_output_logical_to_physical_perm(like)
     inverse = [perm.index(i) for i in range(len(perm))]
     return like.new_empty([sizes[p] for p in perm], dtype=dtype).permute(inverse)
 '''
@@ -58,8 +58,9 @@ def pyname(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
-    """Python source of an integer expression; parenthesized only where precedence needs."""
+def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0, ctx: str = "ctx") -> str:
+    """Python source of an integer expression; parenthesized only where precedence needs.
+    `ctx` names the fake-impl context a data-dependent size comes from."""
     if isinstance(e, Const):
         return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
     if isinstance(e, Dim):
@@ -71,16 +72,16 @@ def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
     if isinstance(e, IntArg):
         return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
     if isinstance(e, Unbacked):
-        return "ctx.new_dynamic_size()"
+        return f"{ctx}.new_dynamic_size()"
     if isinstance(e, LeadingDims):  # only ever first in a shape list: [*x.shape[:-1], ...]
         return f"*{pyname(e.arg)}.shape" + (f"[:-{e.drop}]" if e.drop else "")
     if not isinstance(e, BinOp):
         raise TypeError(f"not a shape expression: {e!r}")
     if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)
-        return f"-(-{expr_source(e.left, 3)} // {expr_source(e.right, 3)})"
+        return f"-(-{expr_source(e.left, 3, ctx)} // {expr_source(e.right, 3, ctx)})"
     own = _PRECEDENCE[e.op]
     # left-associative: the right operand of - and // needs parentheses at equal precedence
-    text = f"{expr_source(e.left, own)} {e.op} {expr_source(e.right, own + 1)}"
+    text = f"{expr_source(e.left, own, ctx)} {e.op} {expr_source(e.right, own + 1, ctx)}"
     return f"({text})" if own < prec else text
 
 
@@ -100,20 +101,28 @@ def _dtype_source(rule: DtypeRule | None, base: str) -> str:
     return text
 
 
-def shape_list(out: OutputRule) -> str:
+def shape_list(out: OutputRule, ctx: str = "ctx") -> str:
     """`[x.shape[0], -(-x.numel() // blocksize)]` for a shape of expressions."""
     assert isinstance(out.shape, tuple)
-    return "[" + ", ".join(expr_source(e) for e in out.shape) + "]"
+    return "[" + ", ".join(expr_source(e, ctx=ctx) for e in out.shape) + "]"
 
 
-def _same_shape_as(out: OutputRule, arg: str) -> bool:
-    """The shape is exactly `arg`'s, dim by dim (then empty_like keeps its layout)."""
-    return isinstance(out.shape, tuple) and bool(out.shape) and all(
-        isinstance(e, Dim) and e.arg == arg and e.item is None and e.index in (i, i - len(
-            out.shape)) for i, e in enumerate(out.shape))
+def same_shape_as(out: OutputRule, arg: str) -> bool:
+    """The shape is exactly `arg`'s: `[*x.shape]`, `[*x.shape[:-1], x.shape[-1]]`, or every
+    dim of a rule fitted on one rank (then empty_like, which also keeps x's layout, fits)."""
+    shape = out.shape
+    if not isinstance(shape, tuple) or not shape:
+        return False
+    if isinstance(shape[0], LeadingDims):
+        lead = shape[0]
+        return lead.arg == arg and list(shape[1:]) == [
+            Dim(arg, j - lead.drop) for j in range(lead.drop)]
+    return all(isinstance(e, Dim) and e.arg == arg and e.item is None
+               and e.index in (i, i - len(shape)) for i, e in enumerate(shape))
 
 
-def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
+def output_source(out: OutputRule, base: str, sizes: str | None = None, ctx: str = "ctx"
+                  ) -> str:
     """The expression that makes one output. `base` is the tensor argument whose device new
     tensors take; `sizes` replaces the shape list (a variable, where the line is long)."""
     if out.shape is None:
@@ -121,7 +130,7 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     if isinstance(out.shape, WholeShape):
         sizes = pyname(out.shape.arg)
     elif sizes is None:
-        sizes = shape_list(out)
+        sizes = shape_list(out, ctx)
     if out.alias.kind == "input":
         text = pyname(out.alias.arg or "")
     elif out.alias.kind == "view":
@@ -129,7 +138,7 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     else:
         dtype = _dtype_source(out.dtype, base)
         like = out.layout.arg if out.layout.kind == "like" else None
-        if like is not None and _same_shape_as(out, like):
+        if like is not None and same_shape_as(out, like):
             same = out.dtype is not None and out.dtype.kind == "like" and out.dtype.arg == like
             text = f"torch.empty_like({pyname(like)})" if same else \
                 f"torch.empty_like({pyname(like)}, dtype={dtype})"
@@ -143,15 +152,16 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     return text
 
 
-def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str) -> list[str]:
+def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str, ctx: str
+                  ) -> list[str]:
     """`    <prefix><output>` (prefix `return ` or `out0 = `), with the shape list hoisted
     into its own wrapped statement `size_name = [...]` where one line would be too long."""
-    line = f"    {prefix}{output_source(out, base)}"
+    line = f"    {prefix}{output_source(out, base, ctx=ctx)}"
     if len(line) <= _LINE or not isinstance(out.shape, tuple) or out.alias.kind == "input":
         return [line]
-    parts = [expr_source(e) for e in out.shape]
+    parts = [expr_source(e, ctx=ctx) for e in out.shape]
     return [*_wrap_call(f"{size_name} = [", parts, "]", indent="    "),
-            f"    {prefix}{output_source(out, base, sizes=size_name)}"]
+            f"    {prefix}{output_source(out, base, sizes=size_name, ctx=ctx)}"]
 
 
 def _wrap_call(head: str, parts: list[str], tail: str, indent: str = "") -> list[str]:
@@ -176,26 +186,32 @@ def _comment(text: str, indent: str = "    ") -> list[str]:
     return [f"{indent}# {ln}" for ln in lines]
 
 
-def _evidence_lines(rule: OpRule) -> list[str]:
-    lines = _comment(f"Inferred from {rule.evidence or f'{rule.fitted_on} calls'}"
-                     + (f"; fitted on {rule.fitted_on}, held out {rule.held_out}"
-                        if rule.fitted_on else "") + ".")
+def evidence_sentences(rule: OpRule) -> list[str]:
+    """What the comment above an emitted function says, sentence by sentence (both
+    languages): the calls it was inferred from, what it writes, schema defects, notes, and
+    what verified it or why it is not verified."""
+    out = [f"Inferred from {rule.evidence or f'{rule.fitted_on} calls'}"
+           + (f"; fitted on {rule.fitted_on}, held out {rule.held_out}" if rule.fitted_on
+              else "") + "."]
     if rule.writes:
-        lines += _comment("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
-    for defect in rule.defects:
-        lines += _comment(f"Schema defect: {defect.message}; corrected schema: "
-                          f"{defect.corrected_schema}")
-    if rule.verified is None:
-        lines += _comment("Not verified yet: run the battery on calls not used for fitting.")
-    elif rule.verified.startswith("verified"):
-        lines += _comment(f"Checks passed: {rule.verified}.")
+        out.append("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
+    out += [f"Schema defect: {d.message}; corrected schema: {d.corrected_schema}"
+            for d in rule.defects]
+    out += [f"Note: {note}" for note in rule.notes]
+    verdict = rule.verified
+    if verdict is None:
+        out.append("Not verified yet: run the battery on calls not used for fitting.")
+    elif verdict.startswith("verified"):
+        out.append(f"Checks passed: {verdict}.")
+    elif verdict.lower().startswith(("not verified", "verification failed")):
+        out.append(verdict[:1].upper() + verdict[1:])  # the verdict already says so
     else:
-        lines += _comment(f"NOT VERIFIED, failed: {rule.verified}")
+        out.append(f"NOT VERIFIED, failed: {verdict}")
     if any(isinstance(e, Unbacked) for o in rule.outputs if isinstance(o.shape, tuple)
            for e in o.shape):
-        lines += _comment("A size fits no formula over the inputs (data-dependent): it is "
-                          "an unbacked SymInt.")
-    return lines
+        out.append("A size fits no formula over the inputs (data-dependent): it is an "
+                   "unbacked SymInt.")
+    return out
 
 
 def _function_name(op: str) -> str:
@@ -240,17 +256,26 @@ def function_source(rule: OpRule) -> str:
         _comment(rule.schema, indent="")
     lines.append(f'@torch.library.register_fake("{register_target(rule)}")')
     lines += _wrap_call(f"def {_function_name(rule.op)}(", _params(schema), "):")
-    lines += _evidence_lines(rule)
+    lines += [ln for sentence in evidence_sentences(rule) for ln in _comment(sentence)]
+    taken = {pyname(a.name) for a in schema.arguments}
+
+    def local(name: str) -> str:  # a local variable that shadows no argument
+        while name in taken:
+            name += "_"
+        return name
+
+    ctx = local("ctx")
     if unbacked:
-        lines.append("    ctx = torch.library.get_ctx()")
+        lines.append(f"    {ctx} = torch.library.get_ctx()")
     if not schema.returns:
         lines.append("    return None")
     elif len(rule.outputs) == 1:
-        lines += _output_lines(rule.outputs[0], base, "return ", "size")
+        lines += _output_lines(rule.outputs[0], base, "return ", local("size"), ctx)
     else:
+        outs = [local(f"out{i}") for i in range(len(rule.outputs))]
         for i, o in enumerate(rule.outputs):
-            lines += _output_lines(o, base, f"out{i} = ", f"size{i}")
-        lines.append("    return " + ", ".join(f"out{i}" for i in range(len(rule.outputs))))
+            lines += _output_lines(o, base, f"{outs[i]} = ", local(f"size{i}"), ctx)
+        lines.append("    return " + ", ".join(outs))
     return "\n".join(lines) + "\n"
 
 
