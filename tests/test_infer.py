@@ -89,6 +89,8 @@ def _leaky_view(x):
 
 
 def _add_out(x, y, out):
+    if out.shape != x.shape:
+        raise ValueError(f"add.out: out must be {list(x.shape)}")  # as real out= kernels check
     torch.add(x, y, out=out)
 
 
