@@ -208,6 +208,11 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
         else:
             cpp_ops = [s for s in done if s.rule is not None and not _data_dependent(s.rule)]
             verify(cpp_ops, ops, options, namespaces, str(library), "cpp", on_done)
+            if python_out is None:  # the C++ file has none for these (emit_cpp says why)
+                for s in done:
+                    if s.rule is not None and _data_dependent(s.rule):
+                        s.verified["cpp"] = ("a data-dependent size has no C++ Meta kernel: "
+                                             "--synthesize FILE.py writes its Python fake")
     set_verdicts(done)
     if python_out is not None:
         python_out.write_text(emit_python(rules, header=header))
