@@ -164,12 +164,14 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
         got = checked.get(op)
         if got is None:
             s.verified[kind] = "the verifying worker never reached it"
-        elif got.status == Status.PASS and (got.synthesis or {}).get("verified_on"):
+        elif got.status != Status.PASS:
+            s.verified[kind] = "; ".join(f.message for f in got.findings) or str(got.status)
+        elif not (got.synthesis or {}).get("verified_on"):
+            s.verified[kind] = "the verifying worker could not make the held-out calls again"
+        else:
             s.verified[kind] = ""
             s.skipped = got.synthesis.get("skipped", [])
             s.checks = got.synthesis.get("checks", [])
-        else:
-            s.verified[kind] = "; ".join(f.message for f in got.findings) or str(got.status)
 
 
 def set_verdicts(done: list[Synthesis]) -> None:
