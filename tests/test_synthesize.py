@@ -14,9 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from aclcap.meta.lint import lint
+from aclcap.meta.registry import resolve_overload
 from aclcap.meta.synthesize.describe import describe_rule
+from aclcap.meta.synthesize.observation import call_key, observe_op, samples_by_key, sources
 from aclcap.meta.synthesize.rules import (
     AliasRule,
     BinOp,
@@ -219,3 +222,16 @@ def test_a_crashing_or_hanging_kernel_costs_its_op_only(tmp_path):
         "not synthesized: timed out (10 s)"
     assert synthesis["aclcap_crash::segfault.default"]["verdict"] == \
         "not synthesized: crashed (signal 11: SIGSEGV)"
+
+
+def test_held_out_calls_are_made_again_from_the_same_samples(bundled):
+    """The verifying worker finds the held-out calls again by key: samples drawn under a
+    fixed seed, variations in a fixed order."""
+    op = resolve_overload("aclcap::rotary_embedding.default")
+    dtypes = [torch.float32, torch.bfloat16]
+    seen = observe_op(op, sources("aclcap::rotary_embedding.default", "cpu", dtypes, []))
+    assert seen.rejected and len(seen.calls) == seen.tried - len(seen.rejected)
+    keys = {call_key(c) for c in seen.calls[2::7]}
+    again = samples_by_key(op, sources("aclcap::rotary_embedding.default", "cpu", dtypes, []),
+                           keys)
+    assert len(again) == len(keys)
