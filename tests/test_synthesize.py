@@ -176,6 +176,7 @@ def test_schema_defects_named_with_the_corrected_line_and_unseen_size_diffs(tmp_
     assert double["rule"] == ["out 0: [x.shape[0], x.shape[-1]], dtype of x, contiguous"]
     assert double["meta_diffs"] and "but the kernel gives shape [8, 8]" in \
         double["meta_diffs"][0]
+    assert flat["meta_compared"] == 0  # no meta of its own to compare
     none = synthesis[ns + "no_samples.default"]
     assert none["status"] == "not_synthesized" and "synthesis needs real calls" in \
         none["verdict"]

@@ -47,11 +47,12 @@ class Observation:
     tried: int = 0
     rejected: list[str] = field(default_factory=list)  # "x dim 1: 64 -> 65: <error>"
     meta_diffs: list[str] = field(default_factory=list)
+    meta_compared: int = 0  # calls the existing meta was run on (diff_meta)
 
     def to_dict(self) -> dict:
         return {"calls": [c.to_dict() for c in self.calls], "tried": self.tried,
                 "rejected": self.rejected[:5], "rejected_count": len(self.rejected),
-                "meta_diffs": self.meta_diffs}
+                "meta_diffs": self.meta_diffs, "meta_compared": self.meta_compared}
 
 
 def call_key(call: ObservedCall) -> str:
@@ -106,6 +107,7 @@ def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: 
             continue
         seen.calls.append(recorded.call)
         if diff_meta and len(seen.meta_diffs) < 3:
+            seen.meta_compared += 1
             for reason in fake_mismatches(op, sample.args, sample.kwargs, recorded.outputs):
                 seen.meta_diffs.append(f"{_inputs(recorded.call)}: {reason}")
     return seen

@@ -45,6 +45,7 @@ class Synthesis:
     skipped: list[str] = field(default_factory=list)  # checks torch cannot run on this op
     checks: list[str] = field(default_factory=list)  # the checks of the battery it passed
     meta_diffs: list[str] = field(default_factory=list)
+    meta_compared: int = 0  # calls the op's existing meta ran on (--synthesize-all)
 
     @property
     def ok(self) -> bool:
@@ -82,7 +83,7 @@ class Synthesis:
             "writes": rule.writes if rule else [],
             "defects": [{"message": d.message, "corrected_schema": d.corrected_schema}
                         for d in rule.defects] if rule else [],
-            "meta_diffs": self.meta_diffs,
+            "meta_diffs": self.meta_diffs, "meta_compared": self.meta_compared,
             "sample_sources": self.sample_sources,
         }
 
@@ -128,6 +129,7 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         result.sample_sources = got.sample_sources
         result.observed, result.tried = len(seen["calls"]), seen["tried"]
         result.rejected, result.meta_diffs = seen["rejected_count"], seen["meta_diffs"]
+        result.meta_compared = seen["meta_compared"]
         if got.sample_count == 0:
             result.reason = ("no samples: synthesis needs real calls; declare them with "
                              "@aclcap.samples or pass --samples-from MODEL.py (--emit-stubs "
@@ -272,6 +274,9 @@ class SynthesisRun:
                     for d in s.rule.defects]
             out += [f"    note: {n}" for n in s.rule.notes]
             out += [f"    existing meta differs from the kernel at {d}" for d in s.meta_diffs]
+            if s.meta_compared and not s.meta_diffs:
+                out.append(f"    existing meta agrees with the kernel on all {s.meta_compared} "
+                           "calls")
         return out
 
 
