@@ -27,6 +27,7 @@ FAILING = frozenset({Status.FAIL, Status.MISSING, Status.CRASHED, Status.TIMEOUT
 class Severity(StrEnum):
     ERROR = "error"  # fails the row
     WARNING = "warning"  # reported; fails only under --strict
+    NOTE = "note"  # what a passing row should know (a data-dependent output, a fixed dim)
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ class Finding:
 
     def text(self) -> str:
         """How a reason reads in a table and in JSON `reasons`."""
-        return self.message if self.severity is Severity.ERROR else f"warning: {self.message}"
+        return self.message if self.severity is Severity.ERROR else \
+            f"{self.severity}: {self.message}"
 
     def row(self) -> dict:
         """The JSON form: a source finding by place and rule, any other by severity."""

@@ -180,11 +180,105 @@ def test_worker_messages_serialise_to_the_json_lines():
 def test_samples_recorded_while_the_model_builds_and_steps():
     from tests.conftest import ROOT
 
-    run = aclcap("check-meta", "--samples-from", str(ROOT / "tests" / "models" /
-                 "packed_weights.py"), "--namespace", "aclcap_real", "--json", "-")
+    # Its own process: the model loads reallib.py by another path than test_real_library's
+    # --lib, and a library is loaded once per process.
+    run = aclcap_process("check-meta", "--samples-from", str(ROOT / "tests" / "models" /
+                         "packed_weights.py"), "--namespace", "aclcap_real", "--json", "-")
     rows_ = rows(run)
     built = rows_["aclcap_real::scale_shift.default"]  # called in build_model only
     assert built["status"] == "pass"
     assert built["sample_sources"] == ["2 declared", "1 from packed_weights.py:24"]
     stepped = rows_["aclcap_real::row_sum.default"]  # declared once per dtype; two step sizes
     assert stepped["sample_sources"] == ["2 declared", "2 from packed_weights.py:18"]
+
+
+DETECTION_HEAD = "tests/models/detection_head.py"
+
+
+@pytest.fixture(scope="module")
+def detection_run():
+    from tests.conftest import ROOT
+
+    return aclcap("check-meta", "--samples-from", str(ROOT / DETECTION_HEAD),
+                  "--namespace", "aclcap_det", "--json", "-")
+
+
+def test_data_dependent_output_passes_with_its_note(detection_run):
+    """An NMS-like op whose fake asks for ctx.new_dynamic_size(): compared with the size
+    bound to the kernel's, the meta device not held against it, counted apart."""
+    nms = rows(detection_run)["aclcap_det::nms.default"]
+    assert nms["status"] == "pass", nms["reasons"]
+    assert nms["data_dependent"] is True
+    assert nms["reasons"] == [
+        "note: data-dependent output size (dim 0 of output 0): torch.compile breaks the graph "
+        "here or needs `capture_dynamic_output_shape_ops`; a device graph cannot hold it, so "
+        "it runs eagerly between graphs",
+        "note: dim 1 of `dets` is 4 by contract: the kernel rejects other sizes"]
+    assert detection_run.json()["summary"]["data_dependent"] == 1
+    assert "1 with a data-dependent output size (eager between graphs)" in \
+        detection_run.stderr.replace("\n", " ")
+
+
+def test_dim_fixed_by_contract_passes_with_its_note(detection_run):
+    area = rows(detection_run)["aclcap_det::box_area.default"]
+    assert area["status"] == "pass" and area["data_dependent"] is False
+    assert area["findings"] == [{"severity": "note", "message": "dim 1 of `boxes` is 4 by "
+                                 "contract: the kernel rejects other sizes"}]
+
+
+def test_pinned_dim_the_kernel_accepts_still_fails(detection_run):
+    assert detection_run.code == 1
+    pinned = rows(detection_run)["aclcap_det::pinned_scale.default"]
+    assert pinned["status"] == "fail"
+    assert pinned["reasons"] == [
+        "meta of `aclcap_det::pinned_scale` specializes dim 1 of `x` to 8, but the kernel "
+        "accepts size 16: use sym_size()/sym_numel() and keep sizes symbolic"]
+
+
+def test_fake_is_judged_only_on_inputs_the_kernel_accepts(detection_run):
+    """A fake that rejects (torch._check) what the kernel rejects agrees with it."""
+    import torch
+
+    from aclcap import SampleInput
+    from aclcap.meta.checks import check_op
+
+    five, four = SampleInput((torch.rand(3, 5),)), SampleInput((torch.rand(3, 4),))
+    both = check_op("aclcap_det::box_area.default", [five, four])
+    assert both.status == "pass" and both.sample_count == 1
+    assert both.findings[0].message.startswith("the kernel rejects 1 of 2 samples "
+                                               "(RuntimeError: boxes must be [N, 4]")
+    only_bad = check_op("aclcap_det::box_area.default", [five])
+    assert only_bad.status == "fail" and only_bad.findings[0].message.startswith(
+        "the kernel rejects every sample (1): RuntimeError: boxes must be [N, 4]")
+
+
+def test_data_dependent_dims_are_bound_then_compared_exactly():
+    """The unbacked dim takes the kernel's size; a wrong other dim, or a size outside the
+    range the fake declared, is still named."""
+    import torch
+
+    from aclcap.meta.fakecheck import compare_fake
+
+    lib = torch.library.Library("aclcap_ddtest", "DEF")
+    lib.define("pick(Tensor x) -> Tensor")
+    lib.impl("pick", lambda x: x[x[:, 0] > 0].clone(), "CPU")
+    wrong_width = {"max": None, "width": 3}
+
+    @torch.library.register_fake("aclcap_ddtest::pick", lib=lib)
+    def _pick(x):
+        n = torch.library.get_ctx().new_dynamic_size(max=wrong_width["max"])
+        return x.new_empty((n, wrong_width["width"]))
+
+    op = torch.ops.aclcap_ddtest.pick.default
+    x = torch.tensor([[1.0, 2.0], [-1.0, 0.0], [3.0, 4.0]])
+    real = op(x)
+    wrong = compare_fake(op, (x,), {}, real)
+    assert wrong.data_dependent == ["dim 0 of output 0"]
+    assert wrong.reasons == ["fake impl output 0: shape [2, 3] dtype torch.float32 strides "
+                             "[3, 1], but the kernel gives shape [2, 2] dtype torch.float32 "
+                             "strides [2, 1]"]
+    wrong_width.update(width=2, max=1)
+    assert compare_fake(op, (x,), {}, real).reasons == [
+        "fake impl output 0: dim 0 is data-dependent in [0, 1] but the kernel gives 2"]
+    wrong_width.update(max=None)
+    assert compare_fake(op, (x,), {}, real).reasons == []

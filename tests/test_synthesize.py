@@ -83,7 +83,7 @@ def test_emitted_sources_are_clean_symbolic_and_commented(bundled_run):
     assert text.count("@torch.library.register_fake(") == 8
     assert "input.new_empty([input.shape[0], input.shape[-1] // 2], dtype=input.dtype)" in text
     comments = re.sub(r"\n\s*# ", " ", text)  # wrapped comment lines joined
-    assert comments.count("# Checks passed: verified on 4 unseen calls with the python meta "
+    assert comments.count("Checks passed: verified on 4 unseen calls with the python meta "
                           "and the cpp meta: fake vs real, meta device, symbolic sizes, "
                           "opcheck, torch.compile(fullgraph, dynamic).") == 8
     assert "TORCH_LIBRARY_IMPL(aclcap, Meta, m)" in cpp.read_text()
@@ -195,3 +195,27 @@ def test_rules_in_words():
         "out 0: [*x.shape[:-1], -(-x.shape[-1] // 2)], uint8, contiguous",
         "out 1: [data-dependent (0..9 seen)], dtype of x, contiguous, None when b > 0; writes "
         "`cache` (schema marks it `!`), `x` (schema does NOT mark it `!`)"]
+
+
+def test_harvested_calls_build_time_included_feed_synthesis(tmp_path):
+    py = tmp_path / "model_metas.py"
+    run = aclcap_process("check-meta", "--samples-from", str(ROOT / "tests" / "models" /
+                                                              "synth_model.py"),
+                         "--synthesize", str(py), "--json", "-")
+    synthesis = _synthesis(run.json())
+    assert all(s["status"] == "verified" for s in synthesis.values()), \
+        {op: s["verdict"] for op, s in synthesis.items()}
+    packed = synthesis["aclcap_synth::pack_int4.default"]["sample_sources"]
+    assert packed[-1].startswith("1 from synth_model.py:") and packed[-1].endswith(
+        "(1 build-time)")
+
+
+def test_a_crashing_or_hanging_kernel_costs_its_op_only(tmp_path):
+    run = aclcap_process("check-meta", "--lib", str(FIXTURES / "badops.py"), "--namespace",
+                         "aclcap_crash", "--timeout", "10", "--synthesize-all", "--synthesize",
+                         str(tmp_path / "crash.py"), "--json", "-")
+    synthesis = _synthesis(run.json())
+    assert synthesis["aclcap_crash::hang.default"]["verdict"] == \
+        "not synthesized: timed out (10 s)"
+    assert synthesis["aclcap_crash::segfault.default"]["verdict"] == \
+        "not synthesized: crashed (signal 11: SIGSEGV)"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -21,10 +20,11 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line
-from aclcap.meta.fakecheck import fake_mismatches
-from aclcap.meta.observe import RecordedCall, bind, observe
+from aclcap.meta.fakecheck import compare_fake, data_dependent_dims, run_fake
+from aclcap.meta.observe import RecordedCall, bind, named_tensors, observe
 from aclcap.meta.registry import MetaKind, meta_impl, resolve_overload
 from aclcap.meta.sample_inputs import SampleInput
+from aclcap.meta.variations import new_sizes, vary_dim
 from aclcap.status import Finding, Severity, Status
 
 # opcheck's tests; test_autograd_registration only runs when an input requires grad.
@@ -38,6 +38,7 @@ class CheckOutcome:
 
     findings: list[Finding] = field(default_factory=list)
     sample_count: int = 0
+    data_dependent: bool = False  # an output size follows the values (counted apart)
     _seen: set[str] = field(default_factory=set)
 
     @property
@@ -51,6 +52,13 @@ class CheckOutcome:
 
     def warn(self, reason: str) -> None:
         self._add(Finding(reason, Severity.WARNING), None)
+
+    def note(self, reason: str, key: str | None = None) -> None:
+        self._add(Finding(reason, Severity.NOTE), key)
+
+    def has(self, key: str) -> bool:
+        """A finding under `key` is already kept."""
+        return key in self._seen
 
     def _add(self, finding: Finding, key: str | None) -> None:
         if (key or finding.message) not in self._seen:
@@ -80,18 +88,6 @@ class OpCheck:
 Check = Callable[[OpCheck, list[RecordedCall]], None]
 
 
-def _named_tensors(bound: list[tuple[Any, Any]]) -> list[tuple[str, torch.Tensor]]:
-    """Tensors by the name a reason gives them: `x`, or `xs[1]` inside a Tensor[]."""
-    named = []
-    for arg, value in bound:
-        if isinstance(value, torch.Tensor):
-            named.append((arg.name, value))
-        elif isinstance(value, (list, tuple)):
-            named += [(f"{arg.name}[{i}]", v) for i, v in enumerate(value)
-                      if isinstance(v, torch.Tensor)]
-    return named
-
-
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -119,25 +115,48 @@ def _composite_reason(check: OpCheck, error: str) -> str:
             "Meta kernel or register_fake")
 
 
+def _data_dependent(check: OpCheck, dims: list[str]) -> None:
+    check.out.data_dependent = True
+    check.out.note(f"data-dependent output size ({', '.join(dims)}): torch.compile breaks "
+                   "the graph here or needs `capture_dynamic_output_shape_ops`; a device graph "
+                   "cannot hold it, so it runs eagerly between graphs", key="data-dependent")
+
+
 def check_fake(check: OpCheck, runs: list[RecordedCall]) -> None:
-    """The fake's outputs against the kernel's: shape, dtype, strides, storage offset."""
+    """The fake's outputs against the kernel's: shape, dtype, strides, storage offset; a
+    data-dependent output dim bound to the size the kernel gave."""
     for run in runs:
-        for reason in fake_mismatches(check.op, run.sample.args, run.sample.kwargs,
-                                      run.outputs):
+        compared = compare_fake(check.op, run.sample.args, run.sample.kwargs, run.outputs)
+        if compared.data_dependent:
+            _data_dependent(check, compared.data_dependent)
+        for reason in compared.reasons:
             if check.meta_kind == MetaKind.COMPOSITE_CPP and reason.startswith(
                     "fake impl raised"):
                 reason = _composite_reason(check, reason.removeprefix("fake impl raised "))
             check.out.fail(reason, key="fake:" + reason.split(":")[0])
 
 
+def _fake_data_dependent(check: OpCheck, run: RecordedCall) -> list[str]:
+    """The fake's data-dependent output dims for this call ([] if it has none or fails)."""
+    try:
+        return data_dependent_dims(run_fake(check.op, run.sample.args, run.sample.kwargs)[0])
+    except Exception:  # the fake's own failure is check_fake's to report
+        return []
+
+
 def check_meta_device(check: OpCheck, runs: list[RecordedCall]) -> None:
+    """The meta impl on meta tensors. Not held against a data-dependent output: torch
+    refuses meta tensors for those by design (only fake tensors carry unbacked sizes)."""
     for run in runs:
         try:
             args, kwargs = tree_map_only(torch.Tensor, lambda t: t.to("meta"),
                                          (run.sample.args, run.sample.kwargs))
             check.op(*args, **kwargs)
         except Exception as exc:
-            if check.meta_kind == MetaKind.TRIVIAL:  # traces in torch.compile (generated fake)
+            dims = _fake_data_dependent(check, run)
+            if dims:
+                _data_dependent(check, dims)
+            elif check.meta_kind == MetaKind.TRIVIAL:  # traces in torch.compile (generated fake)
                 check.out.warn("traces only through torch's generated fake and fails on the "
                                "meta device: register a fake returning None")
             else:
@@ -147,7 +166,6 @@ def check_meta_device(check: OpCheck, runs: list[RecordedCall]) -> None:
 def check_dynamic(check: OpCheck, runs: list[RecordedCall]) -> None:
     """Run the meta impl with every dim symbolic; a dim it turns into a constant is a
     meta that breaks dynamic shapes (what vllm-ascend's size() -> sym_size() fixed)."""
-    name = check.op._schema.name
     for run in runs:
         shape_env = ShapeEnv()
         try:
@@ -163,15 +181,43 @@ def check_dynamic(check: OpCheck, runs: list[RecordedCall]) -> None:
             check.out.fail(f"meta impl fails with symbolic sizes: {first_line(exc)}",
                            key="dynamic")
             continue
-        for arg_name, t in _named_tensors(bind(check.op, fake.args, fake.kwargs)):
+        for arg_name, t in named_tensors(bind(check.op, fake.args, fake.kwargs), indexed=True):
             for dim, size in enumerate(t.shape):
+                key = f"dynamic:{arg_name}:{dim}"
                 # Sizes 0 and 1 are specialized by torch itself when the fake is made.
                 if isinstance(size, torch.SymInt) and size.node.hint not in (0, 1) \
-                        and shape_env.simplify(size.node.expr).is_number:
-                    check.out.fail(
-                        f"meta of `{name}` specializes dim {dim} of `{arg_name}` to "
-                        f"{size.node.hint}: use sym_size()/sym_numel() and keep sizes "
-                        "symbolic", key=f"dynamic:{arg_name}:{dim}")
+                        and shape_env.simplify(size.node.expr).is_number \
+                        and not check.out.has(key):
+                    _judge_pinned(check, run, arg_name, dim, size.node.hint, key)
+
+
+def _judge_pinned(check: OpCheck, run: RecordedCall, arg: str, dim: int, size: int,
+                  key: str) -> None:
+    """A dim the meta pins: fixed by the op's contract if the real kernel rejects every
+    other size (the same dim of the inputs sharing it varied with it), else a defect
+    naming the size the kernel accepted."""
+    name = check.op._schema.name
+    accepted, probed = None, 0
+    if "[" not in arg:  # a Tensor[] element has no argument of its own to vary
+        for new_size in new_sizes(size):
+            varied = vary_dim(check.op, run.sample, arg, dim, new_size)
+            if varied is None:
+                continue
+            probed += 1
+            args, kwargs = clone_tensors((varied.args, varied.kwargs))
+            try:
+                check.op(*args, **kwargs)
+            except Exception:  # rejected: what the contract says
+                continue
+            accepted = new_size
+            break
+    if probed and accepted is None:
+        check.out.note(f"dim {dim} of `{arg}` is {size} by contract: the kernel rejects "
+                       "other sizes", key=key)
+        return
+    but = f", but the kernel accepts size {accepted}" if accepted is not None else ""
+    check.out.fail(f"meta of `{name}` specializes dim {dim} of `{arg}` to {size}{but}: use "
+                   "sym_size()/sym_numel() and keep sizes symbolic", key=key)
 
 
 def check_opcheck(check: OpCheck, runs: list[RecordedCall]) -> None:
@@ -243,8 +289,19 @@ def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
             f".{overload._overloadname}" if overload._overloadname != "default" else ""),
             overload)[0]
     check = OpCheck(overload, meta_kind, meta_source, strict)
-    runs = [observe(overload, s.args, s.kwargs) for s in samples]
+    runs, rejected = [], []
+    for sample in samples:
+        try:
+            runs.append(observe(overload, sample.args, sample.kwargs))
+        except Exception as exc:  # a fake is judged only on inputs the kernel accepts
+            rejected.append(first_line(exc))
     check.out.sample_count = len(runs)
+    if rejected and not runs:
+        check.out.fail(f"the kernel rejects every sample ({len(rejected)}): {rejected[0]}")
+        return check.out
+    if rejected:
+        check.out.note(f"the kernel rejects {len(rejected)} of {len(rejected) + len(runs)} "
+                       f"samples ({rejected[0]}): the meta is judged on the others")
     for name in checks:
         CHECKS[name](check, runs)
     return check.out

@@ -72,6 +72,7 @@ class Result:
     findings: list[Finding]
     sample_count: int = 0
     sample_sources: list[str] = field(default_factory=list)  # "3 from model.py:33"
+    data_dependent: bool = False  # an output size follows the values
     synthesis: dict | None = None  # mode "observe": Observation.to_dict()
 
 

@@ -150,13 +150,17 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().reshape(-1).contiguous().view(torch.uint8)
 
 
-def _named_tensors(bound: list[tuple[Any, Any]]) -> list[tuple[str, torch.Tensor]]:
+def named_tensors(bound: list[tuple[Any, Any]], indexed: bool = False
+                  ) -> list[tuple[str, torch.Tensor]]:
+    """Every tensor of a bound call with its argument's name; inside a Tensor[] the name
+    alone (what a call writes is an argument) or, `indexed`, `xs[1]` (what a reason names)."""
     named = []
     for arg, value in bound:
         if isinstance(value, torch.Tensor):
             named.append((arg.name, value))
         elif isinstance(value, (list, tuple)):
-            named += [(arg.name, v) for v in value if isinstance(v, torch.Tensor)]
+            named += [(f"{arg.name}[{i}]" if indexed else arg.name, v)
+                      for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
     return named
 
 
@@ -184,10 +188,10 @@ def record(op: torch._ops.OpOverload, call: Callable[..., Any], args: tuple, kwa
     arguments it wrote (compared byte for byte with the clones, never by a mean).
     Raises what the call raises: a rejected input is no observation."""
     before = SampleInput(*clone_tensors((tuple(args), dict(kwargs))))
-    inputs = _named_tensors(bind(op, args, kwargs))
+    inputs = named_tensors(bind(op, args, kwargs))
     out = call(*args, **kwargs)
     written: list[str] = []
-    for (name, old), (_, t) in zip(_named_tensors(bind(op, before.args, before.kwargs)), inputs,
+    for (name, old), (_, t) in zip(named_tensors(bind(op, before.args, before.kwargs)), inputs,
                                    strict=True):
         if name not in written and not torch.equal(_bytes(old), _bytes(t)):
             written.append(name)

@@ -32,6 +32,7 @@ class MetaResult:
     findings: list[Finding] = field(default_factory=list)
     sample_count: int = 0
     sample_sources: list[str] = field(default_factory=list)  # "3 from model.py:33"
+    data_dependent: bool = False  # an output size follows the values: runs between graphs
 
     def row(self) -> dict:
         row = asdict(self)
@@ -50,7 +51,13 @@ class MetaReport:
         return sum(r.status == status for r in self.results)
 
     def counts(self) -> dict[str, int]:
-        return {str(s): self.count(s) for s in SUMMARY_ORDER}
+        return {**{str(s): self.count(s) for s in SUMMARY_ORDER},
+                "data_dependent": self.data_dependent()}
+
+    def data_dependent(self) -> int:
+        """Passing ops whose output size follows the values, counted apart: a device graph
+        cannot hold them."""
+        return sum(r.data_dependent and r.status == Status.PASS for r in self.results)
 
     def summary(self) -> str:
         broken = sum(self.count(s) for s in (Status.FAIL, Status.CRASHED, Status.TIMEOUT))
@@ -58,7 +65,9 @@ class MetaReport:
         return (f"{len(self.results)} ops: {self.count(Status.PASS)} pass, "
                 f"{self.count(Status.MISSING)} missing meta, {broken} failing, "
                 f"{self.count(Status.NOT_EXERCISED)} not exercised"
-                + (f", {unverified} unverified C++ composite(s)" if unverified else ""))
+                + (f", {unverified} unverified C++ composite(s)" if unverified else "")
+                + (f", {dynamic} with a data-dependent output size (eager between graphs)"
+                   if (dynamic := self.data_dependent()) else ""))
 
     @property
     def exit_code(self) -> int:
@@ -74,6 +83,7 @@ class _Checked:
     findings: list[Finding]
     sample_count: int = 0
     sample_sources: list[str] = field(default_factory=list)
+    data_dependent: bool = False
     synthesis: dict | None = None  # what a synthesis worker sent (messages.Result)
 
 
@@ -166,7 +176,7 @@ def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
                 elif isinstance(event, Result):
                     results[event.op] = _Checked(event.status, event.findings,
                                                  event.sample_count, event.sample_sources,
-                                                 event.synthesis)
+                                                 event.data_dependent, event.synthesis)
                     current = None
                     done(event.op)
         finally:
@@ -218,5 +228,5 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
                                                    "on cpu", Severity.WARNING))
         results.append(MetaResult(o.qualname, o.schema, o.kernels, o.meta_source,
                                   outcome.status, outcome.findings, outcome.sample_count,
-                                  outcome.sample_sources))
+                                  outcome.sample_sources, outcome.data_dependent))
     return MetaReport(results, namespaces, ops)

@@ -69,7 +69,7 @@ def main() -> None:
             outcome = check_op(op.qualname, [*declared, *from_model], meta_kind=op.meta_kind,
                                meta_source=op.meta_source, strict=request.strict)
             emit(Result(op.qualname, outcome.status, outcome.findings, outcome.sample_count,
-                        sources))
+                        sources, outcome.data_dependent))
         except Exception as exc:  # a check that raises fails that op, not the run
             emit(Result(op.qualname, Status.FAIL, [Finding(f"check raised {first_line(exc)}")]))
 

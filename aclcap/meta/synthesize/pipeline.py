@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aclcap.build import BuildError, default_build_dir
+from aclcap.graph.model import load_model_file
 from aclcap.meta.observe import ObservedCall
 from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.registry import MetaKind, OpInfo, resolve_overload
@@ -157,9 +158,8 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
         return
     checked = run_checks([o for o in ops if o.qualname in todo],
                          replace(options, libs=[*options.libs, library]), namespaces, on_done,
-                         mode="verify", synthesis={op: {
-                             "keys": s.unseen_keys, "data_dependent": _data_dependent(s.rule)}
-                             for op, s in todo.items()})
+                         mode="verify", synthesis={op: {"keys": s.unseen_keys}
+                                                   for op, s in todo.items()})
     for op, s in todo.items():
         got = checked.get(op)
         if got is None:
@@ -277,7 +277,11 @@ def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Pat
     statuses = {r.op: r.status for r in report.results}
     ops = targets(report.ops, statuses, everything)
     models = [str(Path(m).resolve()) for m in options.samples_from]
-    done, library = synthesize(ops, replace(options, samples_from=models), report.namespaces,
+    # The model files' own op libraries load first in the verifying worker: the emitted
+    # metas register on ops that must exist by then.
+    libs = [*options.libs, *(lib for m in models for lib in load_model_file(m).op_libraries)]
+    options = replace(options, samples_from=models, libs=list(dict.fromkeys(libs)))
+    done, library = synthesize(ops, options, report.namespaces,
                                python_out, cpp_out, everything, on_done) if ops else ([], None)
     files = [p for p in (python_out, cpp_out) if p is not None]
     return SynthesisRun(done, files, time.monotonic() - start, library)

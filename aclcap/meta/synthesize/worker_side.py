@@ -46,7 +46,7 @@ def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall]
             else:
                 asked = request.synthesis.get(name, {})
                 samples = samples_by_key(op, found, set(asked.get("keys", [])))
-                checks, skipped = battery(op, asked.get("data_dependent", False))
+                checks, skipped = battery(op)
                 outcome = check_op(op, samples, checks)
                 yield Result(name, outcome.status, outcome.findings, outcome.sample_count,
                              _origins(found), synthesis={"verified_on": len(samples),
