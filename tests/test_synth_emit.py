@@ -319,3 +319,38 @@ print(c.stride())
     assert proc.returncode == 0, proc.stderr[-3000:]
     shape, strides = proc.stdout.splitlines()
     assert "//" in shape and strides.startswith("(1, ")  # symbolic sizes, column-major
+
+
+def test_emitted_python_carries_schema_defaults(tmp_path):
+    """torch drops defaulted arguments before calling a fake: without the defaults in its
+    signature the fake raises TypeError at `op(x)`."""
+    ns = "aclcap_synth_defaults"
+    schema = ("f(Tensor x, int k=2, int[] shape=[1, 2], *, float eps=1e-06, bool flag=False, "
+              'ScalarType dtype=float, ScalarType? out_dtype=None, str mode="a") -> Tensor')
+    rule = OpRule(f"{ns}::f.default", f"{ns}::{schema}", [OutputRule(
+        (Dim("x", 0), BinOp("ceil//", Dim("x", 1), IntArg("k"))), DtypeRule("arg", arg="dtype"))])
+    fakes = tmp_path / "default_fakes.py"
+    fakes.write_text(emit_python.emit_python([rule]))
+    ruff = subprocess.run([str(Path(sys.executable).with_name("ruff")), "check", "--no-cache",
+                           "--config", str(ROOT / "pyproject.toml"), str(fakes)],
+                          capture_output=True, text=True)
+    assert ruff.returncode == 0, ruff.stdout
+    assert "x, k=2, shape=(1, 2), *, eps=1e-06, flag=False, dtype=torch.float32, " \
+           "out_dtype=None, mode='a'," in " ".join(fakes.read_text().split())  # one per line
+    code = f"""
+import importlib.util, torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+lib = torch.library.Library({ns!r}, "DEF")
+lib.define({schema!r})
+spec = importlib.util.spec_from_file_location("fakes", {str(fakes)!r})
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+with FakeTensorMode():
+    a = torch.ops.{ns}.f(torch.empty(3, 7, dtype=torch.bfloat16))
+    b = torch.ops.{ns}.f(torch.empty(3, 7), 4, dtype=torch.int8)
+print(list(a.shape), a.dtype, list(b.shape), b.dtype)
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == "[3, 4] torch.float32 [3, 2] torch.int8".split()

@@ -9,6 +9,7 @@ carries the evidence it was inferred from and what verified it (or why not).
 from __future__ import annotations
 
 import keyword
+import math
 
 import torch
 
@@ -220,13 +221,34 @@ def _function_name(op: str) -> str:
     return f"_fake_{name}" if overload == "default" else f"_fake_{name}_{overload}"
 
 
+# c10::ScalarType values a schema default can hold (`ScalarType dtype=float` parses to 6).
+_SCALAR_TYPE_DEFAULTS = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64",
+                         5: "float16", 6: "float32", 7: "float64", 11: "bool", 15: "bfloat16"}
+
+
+def _default_source(arg) -> str:
+    """A schema default as Python source. A fake receives only the arguments the caller
+    passed (torch drops defaulted ones before dispatch), so it must carry the defaults."""
+    value = arg.default_value
+    if "ScalarType" in str(arg.real_type) and isinstance(value, int):
+        if value not in _SCALAR_TYPE_DEFAULTS:
+            raise ValueError(f"argument {arg.name}: ScalarType default {value} is not known here")
+        return f"torch.{_SCALAR_TYPE_DEFAULTS[value]}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    if isinstance(value, list):  # a tuple: a list default is mutable (ruff B006)
+        return repr(tuple(value))
+    return repr(value)
+
+
 def _params(schema: torch._C.FunctionSchema) -> list[str]:
     parts, kwarg_only = [], False
     for arg in schema.arguments:
         if arg.kwarg_only and not kwarg_only:
             parts.append("*")
             kwarg_only = True
-        parts.append(pyname(arg.name))
+        default = f"={_default_source(arg)}" if arg.has_default_value() else ""
+        parts.append(pyname(arg.name) + default)
     return parts
 
 
