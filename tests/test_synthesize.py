@@ -236,3 +236,23 @@ def test_held_out_calls_are_made_again_from_the_same_samples(bundled):
     again = samples_by_key(op, sources("aclcap::rotary_embedding.default", "cpu", dtypes, []),
                            keys)
     assert len(again) == len(keys)
+
+
+def test_default_targets_are_the_ops_whose_meta_is_missing_or_failing(tmp_path):
+    py = tmp_path / "some.py"
+    run = aclcap_process("check-meta", "--lib", str(FIXTURES / "synth_defects.py"),
+                         "--namespace", "aclcap_synthdefect", "--synthesize", str(py),
+                         "--json", "-")
+    # double passes check-meta (its meta is wrong only at sizes no sample has), the others
+    # are missing: only those three are synthesized by default
+    assert set(_synthesis(run.json())) == {f"aclcap_synthdefect::{n}.default" for n in
+                                           ("bump", "flat", "no_samples")}
+
+
+def test_nothing_to_synthesize_writes_nothing(tmp_path):
+    py = tmp_path / "none.py"
+    run = aclcap_process("check-meta", "--synthesize", str(py), "--json", "-")
+    assert run.code == 0 and not py.exists()
+    assert run.json()["synthesis"]["files"] == []
+    assert "synthesis: no op's meta is missing, failing or left to torch's trivial fake: " \
+           "nothing written" in run.stderr

@@ -259,6 +259,9 @@ class SynthesisRun:
 
     def lines(self) -> list[str]:
         """The report: per op its verdict, the rule in words, defects, notes, diffs."""
+        if not self.done:
+            return ["synthesis: no op's meta is missing, failing or left to torch's trivial "
+                    "fake: nothing written (--synthesize-all re-derives every op)"]
         made = sum(s.rule is not None for s in self.done)
         verified = sum(s.ok for s in self.done)
         out = [f"synthesis: {len(self.done)} op(s), {made} synthesized, {verified} verified, "
@@ -295,5 +298,5 @@ def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Pat
     options = replace(options, samples_from=models, libs=list(dict.fromkeys(libs)))
     done, library = synthesize(ops, options, report.namespaces,
                                python_out, cpp_out, everything, on_done) if ops else ([], None)
-    files = [p for p in (python_out, cpp_out) if p is not None]
+    files = [p for p in (python_out, cpp_out) if p is not None and ops]
     return SynthesisRun(done, files, time.monotonic() - start, library)
