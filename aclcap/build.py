@@ -101,13 +101,31 @@ def default_build_dir() -> Path:
     return Path.home() / ".cache" / "aclcap" / "build"
 
 
+@dataclass(frozen=True)
+class CpuVariant:
+    """One build of the C++ sources: its folder under the build dir, library name, defines."""
+
+    subdir: str
+    name: str
+    defines: tuple[str, ...] = ()
+
+
+DEFAULT_CPU = CpuVariant("cpu", CPU_LIBRARY_NAME)
+# The kernels without their C++ Meta registrations (registration.cpp's ACLCAP_NO_META), in
+# a folder of their own: the bundled library as one that ships no meta impls, which tests
+# of check-meta --synthesize load (aclcap_ops.nometa) to regenerate them.
+NO_META_CPU = CpuVariant("cpu-nometa", f"{CPU_LIBRARY_NAME}_nometa", ("-DACLCAP_NO_META",))
+
+
 def _cpu_sources(src: Path) -> list[Path]:
     return sorted(src.glob("csrc/*.cpp"))
 
 
-def _cpu_key(src: Path) -> str:
+def _cpu_key(src: Path, variant: CpuVariant = DEFAULT_CPU) -> str:
     """Hash of everything that changes the CPU library: sources, headers, torch, CPU."""
     h = hashlib.sha256()
+    if variant.defines:  # the default build's key stays what it always was
+        h.update(json.dumps(variant.defines).encode())
     for path in sorted(src.glob("csrc/*.[ch]*")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
@@ -131,13 +149,13 @@ def bundled_fingerprint(build_dir: Path | None = None) -> str:
     return stamp.read_text() if stamp.exists() else ""
 
 
-def cpu_library_path(build_dir: Path) -> Path:
-    return build_dir / "cpu" / f"{CPU_LIBRARY_NAME}.so"
+def cpu_library_path(build_dir: Path, variant: CpuVariant = DEFAULT_CPU) -> Path:
+    return build_dir / variant.subdir / f"{variant.name}.so"
 
 
-def _cpu_up_to_date(build_dir: Path, key: str) -> bool:
-    stamp = _stamp(build_dir / "cpu")
-    if not (stamp.exists() and cpu_library_path(build_dir).exists()):
+def _cpu_up_to_date(build_dir: Path, key: str, variant: CpuVariant = DEFAULT_CPU) -> bool:
+    stamp = _stamp(build_dir / variant.subdir)
+    if not (stamp.exists() and cpu_library_path(build_dir, variant).exists()):
         return False
     return json.loads(stamp.read_text()).get("key") == key
 
@@ -149,16 +167,18 @@ def _first_errors(log: str, limit: int = 6) -> str:
     return "\n".join(lines[:limit]) or log.strip()[-2000:]
 
 
-def _compile_cpu(src: Path, build_dir: Path, verbose: bool) -> Path:
+def compile_library(name: str, sources: list[Path], out_dir: Path, flags: list[str],
+                    verbose: bool = False) -> Path:
+    """Compile C++ sources into `out_dir/name.so` with torch.utils.cpp_extension and ninja
+    (incremental); a compile error raises BuildError with the compiler's first error lines.
+    The bundled library and the Meta kernels check-meta --synthesize-cpp emits both use it."""
     from torch.utils import cpp_extension
 
-    out_dir = build_dir / "cpu"
     out_dir.mkdir(parents=True, exist_ok=True)
-    flags = compile_flags()
     try:
         cpp_extension.load(
-            name=CPU_LIBRARY_NAME,
-            sources=[str(p) for p in _cpu_sources(src)],
+            name=name,
+            sources=[str(p) for p in sources],
             extra_cflags=flags,
             build_directory=str(out_dir),
             is_python_module=False,
@@ -166,7 +186,13 @@ def _compile_cpu(src: Path, build_dir: Path, verbose: bool) -> Path:
         )
     except RuntimeError as exc:
         raise BuildError(_first_errors(str(exc))) from exc
-    return cpu_library_path(build_dir)
+    return out_dir / f"{name}.so"
+
+
+def _compile_cpu(src: Path, build_dir: Path, verbose: bool, variant: CpuVariant) -> Path:
+    compile_library(variant.name, _cpu_sources(src), build_dir / variant.subdir,
+                    compile_flags() + list(variant.defines), verbose)
+    return cpu_library_path(build_dir, variant)
 
 
 class BuildError(Exception):
@@ -202,9 +228,10 @@ def build(
     verbose: bool = False,
     on_target: Callable[[str], None] | None = None,
     src: Path | None = None,
+    variant: CpuVariant = DEFAULT_CPU,
 ) -> BuildReport:
     """Build every backend target of `src` (default: the bundled aclcap_ops/); skipped backends
-    carry the reason."""
+    carry the reason. `variant` picks the CPU build (NO_META_CPU: without Meta kernels)."""
     src = Path(src) if src is not None else ops_dir()
     if not _cpu_sources(src):
         raise UsageError(f"no C++ sources in {src}/csrc: point --src at an op library folder")
@@ -216,14 +243,14 @@ def build(
     if on_target:
         on_target("cpu")
     start = time.perf_counter()
-    key = _cpu_key(src)
-    if _cpu_up_to_date(build_dir, key):
+    key = _cpu_key(src, variant)
+    if _cpu_up_to_date(build_dir, key, variant):
         report.targets.append(Target("cpu", Status.UP_TO_DATE, time.perf_counter() - start,
-                                     str(cpu_library_path(build_dir)), "up to date"))
+                                     str(cpu_library_path(build_dir, variant)), "up to date"))
     else:
         try:
-            lib = _compile_cpu(src, build_dir, verbose)
-            _stamp(build_dir / "cpu").write_text(json.dumps({"key": key}))
+            lib = _compile_cpu(src, build_dir, verbose, variant)
+            _stamp(build_dir / variant.subdir).write_text(json.dumps({"key": key}))
             report.targets.append(Target("cpu", Status.BUILT, time.perf_counter() - start,
                                          str(lib)))
         except BuildError as exc:
@@ -235,12 +262,13 @@ def build(
     return report
 
 
-def ensure_cpu_library(build_dir: Path | None = None) -> Path:
+def ensure_cpu_library(build_dir: Path | None = None, variant: CpuVariant = DEFAULT_CPU
+                       ) -> Path:
     """The CPU library's path, building it first if it is stale (aclcap_ops.load())."""
     build_dir = Path(build_dir or default_build_dir())
-    if _cpu_up_to_date(build_dir, _cpu_key(ops_dir())):
-        return cpu_library_path(build_dir)
-    report = build(build_dir)
+    if _cpu_up_to_date(build_dir, _cpu_key(ops_dir(), variant), variant):
+        return cpu_library_path(build_dir, variant)
+    report = build(build_dir, variant=variant)
     cpu = report.targets[0]
     if cpu.status == Status.FAIL:
         raise UsageError(f"building aclcap_ops/ failed: {cpu.reason.splitlines()[0]} "

@@ -93,7 +93,7 @@ def test_variations_are_deterministic_bounded_and_kinded(bundled):
     assert first == [v.description for v in variations(op, sample)]
     assert len(first) == len(set(first))
     kinds = [v.kind for v in variations(op, sample)]
-    assert kinds == sorted(kinds, key=["values", "dim", "dim-alone", "int", "dtype"].index)
+    assert kinds == sorted(kinds, key=["values", "dim", "dim-alone", "int", "float", "dtype"].index)
     assert {"values", "dim", "dim-alone", "dtype"} <= set(kinds)
     assert first[:2] == ["key, value, key_cache, value_cache, slot_mapping: values redrawn",
                          "key dim 0, value dim 0, slot_mapping dim 0: 5 -> 10"]
@@ -150,3 +150,11 @@ def test_values_redrawn_from_their_own(bundled):
     assert new_slots.shape == slots.shape and set(new_slots.tolist()) <= set(slots.tolist())
     assert not torch.equal(varied.sample.args[0], sample.args[0])
     op(*varied.sample.args)
+
+
+def test_float_arguments_negated_and_zeroed(bundled):
+    op = _op("rms_norm")
+    sample = _sample(bundled, "rms_norm")
+    floats = [v for v in variations(op, sample) if v.kind == "float"]
+    assert [v.description for v in floats] == ["eps: 1e-06 -> -1e-06", "eps: 1e-06 -> 0"]
+    assert floats[1].sample.args[2] == 0.0 and sample.args[2] == 1e-6

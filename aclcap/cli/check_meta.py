@@ -48,6 +48,19 @@ def check_meta(
         "--emit-stubs", metavar="FILE",
         help="Write a register_fake stub for every op without a meta impl to FILE; load it "
         "back with --lib FILE.")] = None,
+    synthesize: Annotated[Path | None, typer.Option(
+        "--synthesize", metavar="FILE.py",
+        help="Infer a meta impl for each op whose meta is missing or failing from real calls "
+        "of its kernel (its samples and variations of them), write one register_fake per op "
+        "to FILE.py, and verify it in a fresh worker on calls not used for fitting.")] = None,
+    synthesize_cpp: Annotated[Path | None, typer.Option(
+        "--synthesize-cpp", metavar="FILE.cpp",
+        help="The same as C++ Meta kernels (TORCH_LIBRARY_IMPL(ns, Meta, m)), built with "
+        "torch.utils.cpp_extension and verified loaded after the op library.")] = None,
+    synthesize_all: Annotated[bool, typer.Option(
+        "--synthesize-all", help="With --synthesize/--synthesize-cpp: every op with tensors, "
+        "not only missing or failing ones, and where the op has a meta, the calls on which "
+        "it disagrees with the kernel.")] = False,
     json_path: JsonOpt = None,
 ) -> None:
     """List every registered op of the namespaces and check each one's meta impl against
@@ -70,6 +83,11 @@ def check_meta(
     check_output_path("--emit-stubs", emit_stubs)
     for spec in lib or []:
         check_library_path(spec)
+    check_output_path("--synthesize", synthesize)
+    check_output_path("--synthesize-cpp", synthesize_cpp)
+    if synthesize_all and not (synthesize or synthesize_cpp):
+        raise UsageError("--synthesize-all re-derives metas into a file: add --synthesize "
+                         "FILE.py or --synthesize-cpp FILE.cpp")
     sizes = parse_shapes(shapes) if shapes is not None else None
     for model in samples_from or []:
         if not model.is_file():
@@ -93,18 +111,38 @@ def check_meta(
             progress.update(task, advance=1, description=f"checked {op}")
 
         result = run_check(options, on_start=started, on_done=done)
+        synthesized = None
+        if synthesize or synthesize_cpp:
+            from aclcap.meta.synthesize.pipeline import run_synthesis
+
+            progress.update(task, description="synthesizing metas (real kernels in a worker)",
+                            completed=0, total=None)
+            synthesized = run_synthesis(result, options, synthesize, synthesize_cpp,
+                                        synthesize_all, on_done=done)
     console = report.console_for(json_path)
     if json_path:
-        report.write_json(json_path, report.document("check-meta", resolved, result.rows(),
+        rows = result.rows()
+        if synthesized is not None:
+            for row in rows:
+                if row["op"] in synthesized.by_op:
+                    row["synthesis"] = synthesized.by_op[row["op"]].row()
+        extra = {"synthesis": synthesized.summary()} if synthesized is not None else {}
+        report.write_json(json_path, report.document("check-meta", resolved, rows,
                                                      namespaces=result.namespaces,
-                                                     summary=result.counts()))
+                                                     summary=result.counts(), **extra))
     console.print(report.meta_table(result, console.width))
     console.print(result.summary())
+    if synthesized is not None:
+        for line in synthesized.lines():
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
     if emit_stubs is not None:
         written = write_stubs(result.ops, str(emit_stubs))
         console.print(f"wrote {len(written)} register_fake stub(s) to {emit_stubs}"
-                      + (f": {', '.join(written)}" if written else ""))
-    raise typer.Exit(result.exit_code)
+                      + (f": {', '.join(written)}" if written else "")
+                      + ("; stubs are for ops without samples: `--synthesize FILE.py` infers "
+                         "real metas from an op's samples" if written else ""))
+    failed = synthesized is not None and not synthesized.ok
+    raise typer.Exit(EXIT_FAILED if failed else result.exit_code)
 
 
 def _lint(paths: list[Path] | None, json_path: str | None) -> None:

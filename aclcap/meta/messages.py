@@ -32,6 +32,10 @@ class WorkerRequest:
     samples_from: list[str] = field(default_factory=list)  # model files, absolute
     shapes: list[int] | None = None  # sizes to run their steps at (None: their SHAPES)
     namespaces: list[str] = field(default_factory=list)  # whose calls to harvest
+    # "check" (the battery), or meta synthesis: "observe" (real calls of each op) and
+    # "verify" (the battery on the calls `synthesis[op]["keys"]` names)
+    mode: str = "check"
+    synthesis: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -69,6 +73,7 @@ class Result:
     sample_count: int = 0
     sample_sources: list[str] = field(default_factory=list)  # "3 from model.py:33"
     data_dependent: bool = False  # an output size follows the values
+    synthesis: dict | None = None  # mode "observe": Observation.to_dict()
 
 
 Event = Ready | Error | Start | Result

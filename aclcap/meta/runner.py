@@ -84,6 +84,7 @@ class _Checked:
     sample_count: int = 0
     sample_sources: list[str] = field(default_factory=list)
     data_dependent: bool = False
+    synthesis: dict | None = None  # what a synthesis worker sent (messages.Result)
 
 
 def _lib_arg(spec: str) -> str:
@@ -115,8 +116,10 @@ def _model_namespaces(path: str) -> set[str]:
 
 
 def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
-               on_done: Callable[[str], None] | None = None) -> dict[str, _Checked]:
-    """qualname -> outcome for each op, restarting the worker past a crash."""
+               on_done: Callable[[str], None] | None = None, mode: str = "check",
+               synthesis: dict | None = None) -> dict[str, _Checked]:
+    """qualname -> outcome for each op, restarting the worker past a crash; `mode` and
+    `synthesis` make it meta synthesis's worker (messages.WorkerRequest)."""
     results: dict[str, _Checked] = {}
     device = options.device
     pending = [OpRequest(o.qualname, o.meta_kind, o.meta_source,
@@ -135,7 +138,7 @@ def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
     while pending:
         request = WorkerRequest([_lib_arg(s) for s in options.libs], pending, options.strict,
                                 list(options.dtypes), device, options.samples_from,
-                                options.shapes, namespaces)
+                                options.shapes, namespaces, mode, synthesis or {})
         worker = WorkerProcess(request)
         try:
             try:
@@ -173,7 +176,7 @@ def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
                 elif isinstance(event, Result):
                     results[event.op] = _Checked(event.status, event.findings,
                                                  event.sample_count, event.sample_sources,
-                                                 event.data_dependent)
+                                                 event.data_dependent, event.synthesis)
                     current = None
                     done(event.op)
         finally:

@@ -19,10 +19,11 @@ import torch
 from aclcap.meta.observe import bind
 from aclcap.meta.sample_inputs import SampleInput
 
-Kind = Literal["values", "dim", "dim-alone", "int", "dtype"]
+Kind = Literal["values", "dim", "dim-alone", "int", "float", "dtype"]
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_VARIATIONS = 40  # per sample: ~3 sizes x a handful of distinct dims, ints and dtypes
 MAX_BYTES = 256 << 20  # a variation never allocates more than this in all
+VALUES_REDRAWN = "values redrawn"  # the description's end for kind "values"
 
 
 @dataclass
@@ -201,6 +202,16 @@ def _int_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[
                                             f"{a.name}[{i}]: {v} -> {new}", "int")
 
 
+def _float_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Float arguments negated and zeroed (0 becomes 1 and -1): where an optional output
+    depends on one (`None if scale_ub > 0`), these calls tell `> 0` from `!= 0`."""
+    for a, slot, value in _slots(op, sample):
+        if isinstance(value, float):
+            for new in (-value, 0.0) if value else (1.0, -1.0):
+                yield Variation(_replace(sample, {slot: new}), f"{a.name}: {value:g} -> {new:g}",
+                                "float")
+
+
 def _dtype_variations(op: torch._ops.OpOverload, sample: SampleInput,
                       dtypes: Sequence[torch.dtype]) -> Iterator[Variation]:
     """The sample's main float dtype (the most common among its tensors) swapped for each
@@ -240,7 +251,7 @@ def _values_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterato
             new[slot] = flat[picks.to(flat.device)].reshape(value.shape).clone()
     if new:
         yield Variation(_replace(sample, new),
-                        f"{', '.join(s.name for s in new)}: values redrawn", "values")
+                        f"{', '.join(s.name for s in new)}: {VALUES_REDRAWN}", "values")
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -251,10 +262,10 @@ def variations(op: torch._ops.OpOverload, sample: SampleInput,
                dtypes: Sequence[torch.dtype] = FLOAT_DTYPES,
                limit: int = MAX_VARIATIONS) -> Iterator[Variation]:
     """Every variation of `sample`, in a fixed order (values, shared dims, dims alone,
-    ints, dtypes), at most `limit`. The sample itself is left untouched."""
+    ints, floats, dtypes), at most `limit`. The sample itself is left untouched."""
     produced = 0
     for made in (_values_variation(op, sample), _dim_variations(op, sample),
-                 _int_variations(op, sample),
+                 _int_variations(op, sample), _float_variations(op, sample),
                  _dtype_variations(op, sample, dtypes)):
         for variation in made:
             if produced == limit:

@@ -53,6 +53,12 @@ def main() -> None:
             emit(Error(f"--samples-from {model}: {first_line(exc)}"))
             return
     emit(Ready())
+    if request.mode != "check":
+        from aclcap.meta.synthesize.worker_side import synthesis_events
+
+        for event in synthesis_events(request, recorder.records):
+            emit(event)
+        return
     for op in request.ops:
         emit(Start(op.qualname))
         try:

@@ -39,8 +39,12 @@ TORCH_LIBRARY_IMPL(aclcap, CPU, m) {
   m.impl("reshape_and_cache", TORCH_FN(aclcap::reshape_and_cache));
 }
 
+// ACLCAP_NO_META builds the kernels without these (aclcap_ops.nometa, build/cpu-nometa/):
+// the library as one that ships no meta impls, for tests that synthesize them.
+#ifndef ACLCAP_NO_META
 TORCH_LIBRARY_IMPL(aclcap, Meta, m) {
   m.impl("silu_and_mul", TORCH_FN(aclcap::silu_and_mul_meta));
   m.impl("rms_norm.out", TORCH_FN(aclcap::rms_norm_out_meta));
   m.impl("silu_and_mul.out", TORCH_FN(aclcap::silu_and_mul_out_meta));
 }
+#endif

@@ -68,6 +68,19 @@ class WholeShape:
     arg: str
 
 
+@dataclass(frozen=True)
+class LeadingDims:
+    """`*arg.shape[:-drop]` (all of `arg.shape` when drop is 0), only ever as the FIRST
+    element of OutputRule.shape, the expressions after it being the trailing dims: the
+    shape of an op whose inputs come in several ranks, as `[..., hidden]` activations do
+    (silu_and_mul: `(LeadingDims("x", 1), x.shape[-1] // 2)` is
+    `[*x.shape[:-1], x.shape[-1] // 2]`; empty_like: `(LeadingDims("x", 0),)`). In C++:
+    `x.sym_sizes().slice(0, x.dim() - drop)` then the trailing dims."""
+
+    arg: str
+    drop: int = 0
+
+
 # --- dtype, layout, alias ----------------------------------------------------------------
 
 
@@ -112,7 +125,7 @@ class OutputRule:
     NONE_CONDITIONS, written so that `f"{arg} {condition}"` is the Python test; the output
     is None exactly where it holds."""
 
-    shape: tuple[Expr | Unbacked, ...] | WholeShape | None
+    shape: tuple[LeadingDims | Expr | Unbacked, ...] | WholeShape | None
     dtype: DtypeRule | None = None
     layout: LayoutRule = LayoutRule("contiguous")
     alias: AliasRule = AliasRule("none")

@@ -1,0 +1,70 @@
+"""An OpRule in words, for check-meta's report and JSON: "out 0: [x.shape[0], w.shape[0]],
+dtype of x, contiguous; writes `cache` (schema marks it `!`)". Sizes read as the emitted
+Python computes them."""
+
+from __future__ import annotations
+
+import torch
+
+from aclcap.meta.synthesize.emit_python import expr_source
+from aclcap.meta.synthesize.rules import (
+    DtypeRule,
+    LeadingDims,
+    OpRule,
+    OutputRule,
+    Unbacked,
+    WholeShape,
+)
+
+
+def _size(e: object) -> str:
+    if isinstance(e, LeadingDims):
+        return f"*{e.arg}.shape" + (f"[:-{e.drop}]" if e.drop else "")
+    if isinstance(e, Unbacked):
+        return f"data-dependent ({e.min_seen}..{e.max_seen} seen)"
+    return expr_source(e)  # type: ignore[arg-type]
+
+
+def _dtype(rule: DtypeRule | None) -> str:
+    if rule is None:
+        return "dtype unknown"
+    if rule.kind == "fixed":
+        return str(rule.dtype)
+    if rule.kind == "like":
+        return f"dtype of {rule.arg}"
+    if rule.kind == "arg":
+        return f"dtype given by `{rule.arg}`"
+    return f"dtype promoted over {', '.join(rule.args)}"
+
+
+def describe_output(index: int, out: OutputRule) -> str:
+    if out.shape is None:
+        return f"out {index}: always None"
+    if isinstance(out.shape, WholeShape):
+        shape = f"shape given by `{out.shape.arg}`"
+    else:
+        shape = "[" + ", ".join(_size(e) for e in out.shape) + "]"
+    parts = [shape]
+    if out.alias.kind == "input":
+        parts = [f"`{out.alias.arg}` itself"]
+    elif out.alias.kind == "view":
+        parts.append(f"a view of `{out.alias.arg}`")
+    else:
+        parts.append(_dtype(out.dtype))
+        parts.append("contiguous" if out.layout.kind == "contiguous" else
+                     f"stride order of {out.layout.arg}")
+    if out.none_when is not None:
+        parts.append(f"None when {out.none_when[0]} {out.none_when[1]}")
+    return f"out {index}: " + ", ".join(parts)
+
+
+def describe_rule(rule: OpRule) -> list[str]:
+    """One line per output, then what it writes against the schema's `!` marks."""
+    lines = [describe_output(i, o) for i, o in enumerate(rule.outputs)] or ["returns ()"]
+    marked = {a.name for a in torch._C.parse_schema(rule.schema).arguments
+              if a.alias_info is not None and a.alias_info.is_write}
+    writes = [f"`{w}` (schema marks it `!`)" if w in marked else
+              f"`{w}` (schema does NOT mark it `!`)" for w in rule.writes]
+    if writes:
+        lines[-1] += "; writes " + ", ".join(writes)
+    return lines

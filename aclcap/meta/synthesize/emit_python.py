@@ -1,0 +1,311 @@
+"""OpRules -> a Python module of `torch.library.register_fake` functions, one per op.
+
+Everything stays symbolic: dims are `x.shape[i]`, ceil division is `-(-a // b)`, outputs
+come from `x.new_empty(...)`, and a data-dependent size is `ctx.new_dynamic_size()`, so the
+module passes `aclcap check-meta --lint` and traces with dynamic shapes. Each function
+carries the evidence it was inferred from and what verified it (or why not).
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+
+import torch
+
+from aclcap.meta.synthesize.rules import (
+    BinOp,
+    Const,
+    Dim,
+    DtypeRule,
+    Expr,
+    IntArg,
+    LeadingDims,
+    Numel,
+    OpRule,
+    OutputRule,
+    Unbacked,
+    WholeShape,
+)
+
+_LINE = 100  # the project's ruff line length, which the emitted module keeps too
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
+
+HEADER = '''"""Fake (meta) impls synthesized by `aclcap check-meta --synthesize` from real calls of
+each op's kernel.{extra}
+
+Load after the op library: `aclcap check-meta --lib <your library> --lib <this file>`.
+"""
+
+import torch
+'''
+
+# Stride order of `like` on a tensor of another shape with the same rank: torch's own
+# elementwise rule (the one empty_like follows), since new_empty alone is always contiguous.
+_LIKE_HELPER = '''
+
+def _empty_in_order_of(like, sizes, dtype):
+    """An empty tensor of `sizes` laid out in the stride order of `like` (same rank)."""
+    from torch._prims_common import compute_elementwise_output_logical_to_physical_perm
+
+    perm, _ = compute_elementwise_output_logical_to_physical_perm(like)
+    inverse = [perm.index(i) for i in range(len(perm))]
+    return like.new_empty([sizes[p] for p in perm], dtype=dtype).permute(inverse)
+'''
+
+
+def pyname(name: str) -> str:
+    """An argument name usable as a Python parameter (`from` -> `from_`)."""
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0, ctx: str = "ctx") -> str:
+    """Python source of an integer expression; parenthesized only where precedence needs.
+    `ctx` names the fake-impl context a data-dependent size comes from."""
+    if isinstance(e, Const):
+        return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
+    if isinstance(e, Dim):
+        base = pyname(e.arg) if e.item is None else f"{pyname(e.arg)}[{e.item}]"
+        return f"{base}.shape[{e.index}]"
+    if isinstance(e, Numel):
+        base = pyname(e.arg) if e.item is None else f"{pyname(e.arg)}[{e.item}]"
+        return f"{base}.numel()"
+    if isinstance(e, IntArg):
+        return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
+    if isinstance(e, Unbacked):
+        return f"{ctx}.new_dynamic_size()"
+    if isinstance(e, LeadingDims):  # only ever first in a shape list: [*x.shape[:-1], ...]
+        return f"*{pyname(e.arg)}.shape" + (f"[:-{e.drop}]" if e.drop else "")
+    if not isinstance(e, BinOp):
+        raise TypeError(f"not a shape expression: {e!r}")
+    if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)
+        return f"-(-{expr_source(e.left, 3, ctx)} // {expr_source(e.right, 3, ctx)})"
+    own = _PRECEDENCE[e.op]
+    # left-associative: the right operand of - and // needs parentheses at equal precedence
+    text = f"{expr_source(e.left, own, ctx)} {e.op} {expr_source(e.right, own + 1, ctx)}"
+    return f"({text})" if own < prec else text
+
+
+def _dtype_source(rule: DtypeRule | None, base: str) -> str:
+    if rule is None or (rule.kind == "like" and rule.arg is None):
+        return f"{base}.dtype"
+    if rule.kind == "fixed":
+        return f"torch.{rule.dtype}"
+    if rule.kind == "like":
+        return f"{pyname(rule.arg or '')}.dtype"
+    if rule.kind == "arg":
+        return pyname(rule.arg or "")
+    args = [pyname(a) for a in rule.args]
+    text = f"{args[0]}.dtype"
+    for a in args[1:]:  # torch.result_type takes two operands; promote_types chains
+        text = f"torch.promote_types({text}, {a}.dtype)"
+    return text
+
+
+def shape_list(out: OutputRule, ctx: str = "ctx") -> str:
+    """`[x.shape[0], -(-x.numel() // blocksize)]` for a shape of expressions."""
+    assert isinstance(out.shape, tuple)
+    return "[" + ", ".join(expr_source(e, ctx=ctx) for e in out.shape) + "]"
+
+
+def same_shape_as(out: OutputRule, arg: str) -> bool:
+    """The shape is exactly `arg`'s: `[*x.shape]`, `[*x.shape[:-1], x.shape[-1]]`, or every
+    dim of a rule fitted on one rank (then empty_like, which also keeps x's layout, fits)."""
+    shape = out.shape
+    if not isinstance(shape, tuple) or not shape:
+        return False
+    if isinstance(shape[0], LeadingDims):
+        lead = shape[0]
+        return lead.arg == arg and list(shape[1:]) == [
+            Dim(arg, j - lead.drop) for j in range(lead.drop)]
+    return all(isinstance(e, Dim) and e.arg == arg and e.item is None
+               and e.index in (i, i - len(shape)) for i, e in enumerate(shape))
+
+
+def output_source(out: OutputRule, base: str, sizes: str | None = None, ctx: str = "ctx"
+                  ) -> str:
+    """The expression that makes one output. `base` is the tensor argument whose device new
+    tensors take; `sizes` replaces the shape list (a variable, where the line is long)."""
+    if out.shape is None:
+        return "None"
+    if isinstance(out.shape, WholeShape):
+        sizes = pyname(out.shape.arg)
+    elif sizes is None:
+        sizes = shape_list(out, ctx)
+    if out.alias.kind == "input":
+        text = pyname(out.alias.arg or "")
+    elif out.alias.kind == "view":
+        text = f"{pyname(out.alias.arg or '')}.view({sizes})"
+    else:
+        dtype = _dtype_source(out.dtype, base)
+        like = out.layout.arg if out.layout.kind == "like" else None
+        if like is not None and same_shape_as(out, like):
+            same = out.dtype is not None and out.dtype.kind == "like" and out.dtype.arg == like
+            text = f"torch.empty_like({pyname(like)})" if same else \
+                f"torch.empty_like({pyname(like)}, dtype={dtype})"
+        elif like is not None and not isinstance(out.shape, WholeShape):
+            text = f"_empty_in_order_of({pyname(like)}, {sizes}, {dtype})"
+        else:
+            text = f"{base}.new_empty({sizes}, dtype={dtype})"
+    if out.none_when is not None:
+        arg, condition = out.none_when
+        text = f"None if {pyname(arg)} {condition} else {text}"
+    return text
+
+
+def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str, ctx: str
+                  ) -> list[str]:
+    """`    <prefix><output>` (prefix `return ` or `out0 = `), with the shape list hoisted
+    into its own wrapped statement `size_name = [...]` where one line would be too long."""
+    line = f"    {prefix}{output_source(out, base, ctx=ctx)}"
+    if len(line) <= _LINE or not isinstance(out.shape, tuple) or out.alias.kind == "input":
+        return [line]
+    parts = [expr_source(e, ctx=ctx) for e in out.shape]
+    return [*_wrap_call(f"{size_name} = [", parts, "]", indent="    "),
+            f"    {prefix}{output_source(out, base, sizes=size_name, ctx=ctx)}"]
+
+
+def _wrap_call(head: str, parts: list[str], tail: str, indent: str = "") -> list[str]:
+    """`head(a, b):` on one line, or one part per line where that would pass the limit."""
+    one = f"{indent}{head}{', '.join(parts)}{tail}"
+    if len(one) <= _LINE:
+        return [one]
+    return [f"{indent}{head}", *(f"{indent}    {p}," for p in parts), f"{indent}{tail.lstrip()}"]
+
+
+def _comment(text: str, indent: str = "    ") -> list[str]:
+    """A comment, broken into lines within the limit."""
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(indent) + 2 + len(line) + 1 + len(word) > _LINE:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return [f"{indent}# {ln}" for ln in lines]
+
+
+def evidence_sentences(rule: OpRule) -> list[str]:
+    """What the comment above an emitted function says, sentence by sentence (both
+    languages): the calls it was inferred from, what it writes, schema defects, notes, and
+    what verified it or why it is not verified."""
+    out = [f"Inferred from {rule.evidence or f'{rule.fitted_on} calls'}"
+           + (f"; fitted on {rule.fitted_on}, held out {rule.held_out}" if rule.fitted_on
+              else "") + "."]
+    if rule.writes:
+        out.append("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
+    out += [f"Schema defect: {d.message}; corrected schema: {d.corrected_schema}"
+            for d in rule.defects]
+    out += [f"Note: {note}" for note in rule.notes]
+    verdict = rule.verified
+    if verdict is None:
+        out.append("Not verified yet: run the battery on calls not used for fitting.")
+    elif verdict.startswith("verified"):
+        out.append(f"Checks passed: {verdict}.")
+    elif verdict.lower().startswith(("not verified", "verification failed")):
+        out.append(verdict[:1].upper() + verdict[1:])  # the verdict already says so
+    else:
+        out.append(f"NOT VERIFIED, failed: {verdict}")
+    if any(isinstance(e, Unbacked) for o in rule.outputs if isinstance(o.shape, tuple)
+           for e in o.shape):
+        out.append("A size fits no formula over the inputs (data-dependent): it is an "
+                   "unbacked SymInt.")
+    return out
+
+
+def _function_name(op: str) -> str:
+    name, overload = op.split("::", 1)[1].split(".", 1) if "." in op.split("::", 1)[1] \
+        else (op.split("::", 1)[1], "default")
+    return f"_fake_{name}" if overload == "default" else f"_fake_{name}_{overload}"
+
+
+# c10::ScalarType values a schema default can hold (`ScalarType dtype=float` parses to 6).
+_SCALAR_TYPE_DEFAULTS = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64",
+                         5: "float16", 6: "float32", 7: "float64", 11: "bool", 15: "bfloat16"}
+
+
+def _default_source(arg) -> str:
+    """A schema default as Python source. A fake receives only the arguments the caller
+    passed (torch drops defaulted ones before dispatch), so it must carry the defaults."""
+    value = arg.default_value
+    if "ScalarType" in str(arg.real_type) and isinstance(value, int):
+        if value not in _SCALAR_TYPE_DEFAULTS:
+            raise ValueError(f"argument {arg.name}: ScalarType default {value} is not known here")
+        return f"torch.{_SCALAR_TYPE_DEFAULTS[value]}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    if isinstance(value, list):  # a tuple: a list default is mutable (ruff B006)
+        return repr(tuple(value))
+    return repr(value)
+
+
+def _params(schema: torch._C.FunctionSchema) -> list[str]:
+    parts, kwarg_only = [], False
+    for arg in schema.arguments:
+        if arg.kwarg_only and not kwarg_only:
+            parts.append("*")
+            kwarg_only = True
+        default = f"={_default_source(arg)}" if arg.has_default_value() else ""
+        parts.append(pyname(arg.name) + default)
+    return parts
+
+
+def _base_tensor(schema: torch._C.FunctionSchema) -> str:
+    """The first plain Tensor argument: new outputs are made on its device."""
+    for arg in schema.arguments:
+        if str(arg.type) == "Tensor":
+            return pyname(arg.name)
+    for arg in schema.arguments:  # a Tensor[] only: its first element
+        if str(arg.type) == "List[Tensor]":
+            return f"{pyname(arg.name)}[0]"
+    raise ValueError(f"{schema.name}: no tensor argument to make outputs from")
+
+
+def register_target(rule: OpRule) -> str:
+    """The name register_fake takes: `ns::name` or `ns::name.overload`."""
+    return rule.op.removesuffix(".default")
+
+
+def function_source(rule: OpRule) -> str:
+    """One register_fake function for one op rule."""
+    schema = torch._C.parse_schema(rule.schema)
+    base = _base_tensor(schema)
+    unbacked = any(isinstance(e, Unbacked) for o in rule.outputs
+                   if isinstance(o.shape, tuple) for e in o.shape)
+    lines = [f"# {rule.schema}"] if len(rule.schema) + 2 <= _LINE else \
+        _comment(rule.schema, indent="")
+    lines.append(f'@torch.library.register_fake("{register_target(rule)}")')
+    lines += _wrap_call(f"def {_function_name(rule.op)}(", _params(schema), "):")
+    lines += [ln for sentence in evidence_sentences(rule) for ln in _comment(sentence)]
+    taken = {pyname(a.name) for a in schema.arguments}
+
+    def local(name: str) -> str:  # a local variable that shadows no argument
+        while name in taken:
+            name += "_"
+        return name
+
+    ctx = local("ctx")
+    if unbacked:
+        lines.append(f"    {ctx} = torch.library.get_ctx()")
+    if not schema.returns:
+        lines.append("    return None")
+    elif len(rule.outputs) == 1:
+        lines += _output_lines(rule.outputs[0], base, "return ", local("size"), ctx)
+    else:
+        outs = [local(f"out{i}") for i in range(len(rule.outputs))]
+        for i, o in enumerate(rule.outputs):
+            lines += _output_lines(o, base, f"{outs[i]} = ", local(f"size{i}"), ctx)
+        lines.append("    return " + ", ".join(outs))
+    return "\n".join(lines) + "\n"
+
+
+def emit_python(rules: list[OpRule], header: str = "") -> str:
+    """The whole module: a docstring (`header` adds a paragraph, e.g. the command that made
+    it), `import torch`, the layout helper where a rule needs it, one function per op."""
+    text = HEADER.format(extra=f"\n\n{header.strip()}" if header.strip() else "")
+    bodies = [function_source(r) for r in rules]
+    if any("_empty_in_order_of(" in b for b in bodies):
+        text += _LIKE_HELPER
+    return text + "".join("\n\n" + b for b in bodies)

@@ -1,0 +1,339 @@
+"""From observed calls of a real kernel to an OpRule: per output a shape of small integer
+expressions (expr_search), a dtype, a layout and an alias rule; what the op writes; and where
+its schema says less than the kernel does. Pure: it reads ObservedCalls, runs nothing.
+
+Every third call is held out: a formula fitted on the others must give the held-out calls'
+sizes too. Where it does not, a small formula fitted on all calls is kept; a larger one is
+not trusted, and the dim is data-dependent with a note saying why."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+
+from aclcap.meta.observe import ObservedCall, TensorFacts
+from aclcap.meta.synthesize.expr_search import evaluate, search, size, terms
+from aclcap.meta.synthesize.rules import (
+    NONE_CONDITIONS,
+    AliasRule,
+    DtypeRule,
+    Expr,
+    LayoutRule,
+    LeadingDims,
+    OpRule,
+    OutputRule,
+    SchemaDefect,
+    Unbacked,
+    WholeShape,
+)
+from aclcap.meta.synthesize.schema_fix import corrected_schema
+
+HOLD_OUT_EVERY = 3
+# A formula found only once the held-out calls join the fit is trusted when it is a term or
+# one operation on two: larger ones can fit a few calls by accident (n - n // x.shape[0]
+# fits min(n, x.shape[0]) while n < 2 * x.shape[0]).
+MAX_REFIT_SIZE = 3
+
+
+# Where several fit (no negative value was seen), the sign test a person writes comes first.
+_NUMBER_CONDITIONS = ("is None", "> 0", "<= 0", "== 0", "!= 0", "< 0", ">= 0", "is not None")
+assert set(_NUMBER_CONDITIONS) <= set(NONE_CONDITIONS)
+
+
+class SynthesisError(ValueError):
+    """What synthesis cannot express (a non-tensor output, no call with outputs)."""
+
+
+def held_out(n: int) -> list[int]:
+    """Indices of the calls held out of fitting: every third, once there are 3 calls."""
+    return [i for i in range(n) if i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1] if n >= 3 else []
+
+
+def _tensor_return(ret: torch._C.Argument) -> bool:
+    return str(ret.type) in ("Tensor", "Optional[Tensor]")
+
+
+def _none_when(calls: Sequence[ObservedCall], index: int) -> tuple[str, str] | None:
+    """The first (argument, condition) that holds exactly in the calls where output
+    `index` is None."""
+    is_none = [c.outputs[index] is None for c in calls]
+    for arg in calls[0].args:
+        values = [c.arg(arg.name) for c in calls]
+        plain = [None if v.tensor is not None or v.tensors is not None else v.value
+                 for v in values]
+        if any(v.tensor is not None for v in values):  # an optional tensor: None or not
+            plain = [None if v.tensor is None else 0 for v in values]
+            conditions: tuple[str, ...] = ("is None", "is not None")
+        elif all(isinstance(v, bool) for v in plain):
+            conditions = ("is True", "is False")
+        elif all(v is None or isinstance(v, (int, float)) for v in plain):
+            conditions = _NUMBER_CONDITIONS
+        else:
+            continue
+        for condition in conditions:
+            if [_holds(v, condition) for v in plain] == is_none:
+                return arg.name, condition
+    return None
+
+
+def _holds(value: object, condition: str) -> bool:
+    if condition in ("is None", "is not None"):
+        return (value is None) == (condition == "is None")
+    if condition in ("is True", "is False"):
+        return value is (condition == "is True")
+    if value is None:
+        return False
+    op, rhs = condition.split()
+    return {"==": value == 0, "!=": value != 0, ">": value > 0, "<=": value <= 0,
+            "<": value < 0, ">=": value >= 0}[op] if rhs == "0" else False
+
+
+def _data_dependent(calls: Sequence[ObservedCall], target: list[int]) -> bool:
+    """Two calls with the same shapes, dtypes and arguments but different sizes out: the
+    size follows the values (a nonzero-like op), and no formula of sizes can give it."""
+    seen: dict[tuple, int] = {}
+    for call, value in zip(calls, target, strict=True):
+        if seen.setdefault(call.key(), value) != value:
+            return True
+    return False
+
+
+def _fits(expr: Expr, calls: Sequence[ObservedCall], target: Sequence[int]) -> bool:
+    try:
+        return all(evaluate(expr, c) == t for c, t in zip(calls, target, strict=True))
+    except (IndexError, TypeError, KeyError, StopIteration):
+        return False  # a term the held-out call does not have (another rank, None)
+
+
+def _fit_dim(calls: Sequence[ObservedCall], target: list[int], notes: list[str],
+             what: str) -> Expr | Unbacked:
+    """The smallest expression for one dim: fitted on the calls not held out, checked on
+    the held-out ones, refitted on all where that check fails."""
+    if _data_dependent(calls, target):
+        notes.append(f"{what} differs between calls with the same input sizes: "
+                     "data-dependent")
+        return Unbacked(min(target), max(target))
+    held = held_out(len(calls))
+    fit = [i for i in range(len(calls)) if i not in held]
+    fit_calls = [calls[i] for i in fit]
+    expr = search([target[i] for i in fit], terms(fit_calls))
+    if expr is not None and held and not _fits(expr, [calls[i] for i in held],
+                                               [target[i] for i in held]):
+        refit = search(target, terms(calls))
+        if refit is not None and size(refit) > MAX_REFIT_SIZE:
+            notes.append(f"{what}: the formula fitted on {len(fit)} calls failed on the "
+                         f"{len(held)} held out, and only a larger one fits all: none "
+                         "trusted, data-dependent")
+            return Unbacked(min(target), max(target))
+        expr = refit
+    if expr is None:
+        notes.append(f"{what}: no formula of input sizes and int arguments fits "
+                     f"{len(calls)} calls (sizes {min(target)}..{max(target)}): data-dependent")
+        return Unbacked(min(target), max(target))
+    return expr
+
+
+def _whole_shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]) -> str | None:
+    for arg in calls[0].args:
+        values = [c.arg(arg.name).value for c in calls]
+        if all(isinstance(v, list) and list(o.shape) == v for v, o in
+               zip(values, outs, strict=True)):
+            return arg.name
+    return None
+
+
+def _leading(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
+             ) -> LeadingDims | None:
+    """The input whose leading dims (all but the last `drop`) the output starts with in
+    every call, followed by the same number of trailing dims: `[*x.shape[:-1], ...]`."""
+    for arg in calls[0].args:
+        facts = [c.arg(arg.name).tensor for c in calls]
+        if any(f is None for f in facts):
+            continue
+        for drop in range(min(len(f.shape) for f in facts) + 1):
+            keep = [len(f.shape) - drop for f in facts]
+            trailing = {len(o.shape) - k for o, k in zip(outs, keep, strict=True)}
+            if len(trailing) == 1 and min(trailing) >= 0 and all(
+                    o.shape[:k] == f.shape[:k] for o, f, k in zip(outs, facts, keep,
+                                                                  strict=True)):
+                return LeadingDims(arg.name, drop)
+    return None
+
+
+def _shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
+           notes: list[str]) -> tuple[LeadingDims | Expr | Unbacked, ...] | WholeShape:
+    whole = _whole_shape(calls, outs)
+    if whole is not None:
+        return WholeShape(whole)
+    ranks = Counter(len(o.shape) for o in outs)
+    rank = ranks.most_common(1)[0][0]
+    if len(ranks) > 1:
+        leading = _leading(calls, outs)
+        if leading is not None:
+            trailing = len(outs[0].shape) - (len(calls[0].arg(leading.arg).tensor.shape)
+                                             - leading.drop)
+            return (leading, *(_fit_dim(calls, [o.shape[d - trailing] for o in outs], notes,
+                                        f"output {index} dim {d - trailing}")
+                               for d in range(trailing)))
+        notes.append(f"output {index}'s rank varies ({', '.join(map(str, sorted(ranks)))}) "
+                     f"and keeps no input's leading dims: fitted on rank {rank} only")
+        kept = [(c, o) for c, o in zip(calls, outs, strict=True) if len(o.shape) == rank]
+        calls, outs = [c for c, _ in kept], [o for _, o in kept]
+    return tuple(_fit_dim(calls, [o.shape[d] for o in outs], notes, f"output {index} dim {d}")
+                 for d in range(rank))
+
+
+def _dtype_names() -> set[str]:
+    return {name for name in dir(torch) if isinstance(getattr(torch, name), torch.dtype)}
+
+
+def _dtype(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int
+           ) -> DtypeRule:
+    """Like an input whose dtype varied with it, a ScalarType argument, promotion over
+    the inputs, like a float input, or a fixed dtype, in that order of preference."""
+    want = [o.dtype for o in outs]
+    tensors = [a.name for a in calls[0].args
+               if all(c.arg(a.name).tensor is not None for c in calls)]
+    dtypes = {name: [c.arg(name).tensor.dtype for c in calls] for name in tensors}
+    like = [name for name in tensors if dtypes[name] == want]
+    varied = [name for name in like if len(set(dtypes[name])) > 1]
+    if varied:
+        return DtypeRule("like", arg=varied[0])
+    names = _dtype_names()
+    for arg in calls[0].args:
+        values = [c.arg(arg.name).value for c in calls]
+        if all(isinstance(v, str) and v in names for v in values) and values == want:
+            return DtypeRule("arg", arg=arg.name)
+    if len(tensors) > 1 and not like:
+        promoted = []
+        for c in calls:
+            dtype = getattr(torch, c.arg(tensors[0]).tensor.dtype)
+            for name in tensors[1:]:
+                dtype = torch.promote_types(dtype, getattr(torch, c.arg(name).tensor.dtype))
+            promoted.append(str(dtype).removeprefix("torch."))
+        if promoted == want:
+            return DtypeRule("promote", args=tuple(tensors))
+    floats = [name for name in like if getattr(torch, want[0]).is_floating_point]
+    if floats:
+        return DtypeRule("like", arg=floats[0])
+    if len(set(want)) == 1:
+        return DtypeRule("fixed", dtype=want[0])
+    raise SynthesisError(f"output {index}'s dtype ({', '.join(sorted(set(want)))}) follows "
+                         "no input, ScalarType argument or promotion")
+
+
+def _dense_strides(shape: Sequence[int], order: Sequence[int]) -> list[int]:
+    """Strides of a dense tensor of `shape` whose dims run outermost to innermost in
+    `order`."""
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return strides
+
+
+def _same_strides(out: TensorFacts, strides: Sequence[int]) -> bool:
+    return all(s == e for s, e, n in zip(out.strides, strides, out.shape, strict=True) if n > 1)
+
+
+def _layout(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
+            notes: list[str]) -> LayoutRule:
+    if all(_same_strides(o, _dense_strides(o.shape, range(len(o.shape)))) for o in outs):
+        return LayoutRule("contiguous")
+    for arg in calls[0].args:
+        facts = [c.arg(arg.name).tensor for c in calls]
+        if all(f is not None and len(f.shape) == len(o.shape) for f, o in
+               zip(facts, outs, strict=True)):
+            def order(f: TensorFacts) -> list[int]:
+                return sorted(range(len(f.shape)), key=lambda d: (-f.strides[d], d))
+
+            if all(_same_strides(o, _dense_strides(o.shape, order(f))) for f, o in
+                   zip(facts, outs, strict=True)):
+                return LayoutRule("like", arg=arg.name)
+    notes.append(f"output {index}'s strides {list(outs[0].strides)} are neither contiguous "
+                 "nor any input's stride order: emitted contiguous")
+    return LayoutRule("contiguous")
+
+
+def _alias(outs: Sequence[TensorFacts]) -> AliasRule:
+    names = {o.aliases for o in outs}
+    if len(names) == 1 and None not in names:
+        return AliasRule("input" if all(o.is_input for o in outs) else "view", names.pop())
+    return AliasRule("none")
+
+
+def _output(calls: Sequence[ObservedCall], index: int, notes: list[str]) -> OutputRule:
+    present = [c for c in calls if c.outputs[index] is not None]
+    if not present:
+        return OutputRule(shape=None)
+    none_when = None
+    if len(present) < len(calls):
+        none_when = _none_when(calls, index)
+        if none_when is None:
+            notes.append(f"output {index} is None in {len(calls) - len(present)} of "
+                         f"{len(calls)} calls, decided by no single argument")
+    outs = [c.outputs[index] for c in present]
+    return OutputRule(_shape(present, outs, index, notes), _dtype(present, outs, index),
+                      _layout(present, outs, index, notes), _alias(outs), none_when)
+
+
+def _evidence(calls: Sequence[ObservedCall]) -> str:
+    """"14 calls; input [1..66, 64..512]; float32, bfloat16": what the rule rests on."""
+    parts = [f"{len(calls)} calls"]
+    first = next((a.name for a in calls[0].args if a.tensor is not None), None)
+    if first and len({len(c.arg(first).tensor.shape) for c in calls}) == 1:
+        dims = zip(*(c.arg(first).tensor.shape for c in calls), strict=True)
+        ranges = [f"{min(d)}..{max(d)}" if min(d) != max(d) else str(d[0]) for d in dims]
+        parts.append(f"{first} [{', '.join(ranges)}]")
+    dtypes = dict.fromkeys(a.tensor.dtype for c in calls for a in c.args
+                           if a.tensor is not None and a.tensor.dtype.startswith(("float",
+                                                                                  "bfloat")))
+    if dtypes:
+        parts.append(", ".join(dtypes))
+    return "; ".join(parts)
+
+
+def _defects(op: torch._ops.OpOverload, outputs: list[OutputRule], writes: list[str]
+             ) -> list[SchemaDefect]:
+    schema = op._schema
+    messages = [f"writes `{a.name}` but the schema does not mark it mutable "
+                f"(`Tensor(a!) {a.name}`)" for a in schema.arguments
+                if a.name in writes and not (a.alias_info and a.alias_info.is_write)]
+    aliased = {}
+    for i, (rule, ret) in enumerate(zip(outputs, schema.returns, strict=True)):
+        if rule.alias.kind != "none":
+            aliased[i] = rule.alias.arg
+            if ret.alias_info is None:
+                what = "is" if rule.alias.kind == "input" else "is a view of"
+                messages.append(f"output {i} {what} `{rule.alias.arg}` but the schema does "
+                                "not annotate the alias")
+    if not messages:
+        return []
+    fixed = corrected_schema(str(schema), writes, aliased)
+    return [SchemaDefect(m, fixed) for m in messages]
+
+
+def infer(op: torch._ops.OpOverload, calls: Sequence[ObservedCall]) -> OpRule:
+    """The rule every call agrees with: output shapes, dtypes, layouts and aliasing, the
+    arguments written, and what the schema leaves unsaid. `calls` are real calls with
+    their outputs recorded (observe.observe)."""
+    calls = [c for c in calls if c.outputs is not None]
+    qualname = f"{op._schema.name}.{op._overloadname or 'default'}"
+    if not calls:
+        raise SynthesisError(f"{qualname}: no call with recorded outputs")
+    returns = op._schema.returns
+    for i, ret in enumerate(returns):
+        if not _tensor_return(ret):
+            raise SynthesisError(f"output {i} is {ret.type}: only Tensor outputs are "
+                                 "synthesized")
+    notes: list[str] = []
+    outputs = [_output(calls, i, notes) for i in range(len(returns))]
+    written = {name for c in calls for name in c.written}
+    writes = [a.name for a in op._schema.arguments if a.name in written]
+    return OpRule(qualname, str(op._schema), outputs, writes,
+                  _defects(op, outputs, writes), fitted_on=len(calls) - len(held_out(
+                      len(calls))), held_out=len(held_out(len(calls))),
+                  evidence=_evidence(calls), notes=notes)

@@ -1,0 +1,130 @@
+"""The calls synthesis learns from, made in check-meta's worker (a kernel that crashes costs
+that op only): each sample (declared with @aclcap.samples, or harvested from a model file's
+build and step) and its variations, run on the real kernel. A variation the kernel rejects
+is no observation. The same samples are made again, in a fresh worker, to verify the
+synthesized meta on the calls held out of fitting: every sample is drawn under a fixed seed,
+and a call is found again by its key (shapes, dtypes, strides, argument values)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from aclcap.errors import first_line
+from aclcap.meta.fakecheck import fake_mismatches
+from aclcap.meta.observe import (
+    DECLARED,
+    VARIATION,
+    ObservedCall,
+    RecordedCall,
+    observe,
+    observed_inputs,
+)
+from aclcap.meta.sample_inputs import SampleInput, samples_for
+from aclcap.meta.variations import VALUES_REDRAWN, variations
+
+MAX_CALLS = 150  # per op: ~6 samples with their variations
+SEED = 0
+
+
+@dataclass
+class Source:
+    """One sample and where it came from: DECLARED, or BUILD / STEP with its model line."""
+
+    sample: SampleInput
+    phase: str = DECLARED
+    site: str = ""
+
+
+@dataclass
+class Observation:
+    """An op's real calls; `meta_diffs` where the op's existing meta disagrees with one."""
+
+    calls: list[ObservedCall] = field(default_factory=list)
+    tried: int = 0
+    rejected: list[str] = field(default_factory=list)  # "x dim 1: 64 -> 65: <error>"
+    meta_diffs: list[str] = field(default_factory=list)
+    meta_compared: int = 0  # calls the existing meta was run on (diff_meta)
+
+    def to_dict(self) -> dict:
+        return {"calls": [c.to_dict() for c in self.calls], "tried": self.tried,
+                "rejected": self.rejected[:5], "rejected_count": len(self.rejected),
+                "meta_diffs": self.meta_diffs, "meta_compared": self.meta_compared}
+
+
+def call_key(call: ObservedCall) -> str:
+    """A call's key as a string: what crosses the pipe to the verifying worker."""
+    return json.dumps(call.key(), default=str)
+
+
+def sources(qualname: str, device: str, dtypes: Sequence[torch.dtype],
+            harvested: Sequence[RecordedCall]) -> list[Source]:
+    """The op's samples: declared ones (once per dtype, under a fixed seed, so a fresh
+    worker makes the same ones) and the harvested calls of the op."""
+    made = []
+    declare = samples_for(qualname)
+    if declare is not None:
+        torch.manual_seed(SEED)
+        for dtype in dtypes:
+            made += [Source(s) for s in declare(torch.device(device), dtype)]
+    made += [Source(r.sample, r.call.phase, r.call.site) for r in harvested
+             if r.call.op == qualname]
+    return made
+
+
+def candidates(op: torch._ops.OpOverload, samples: Sequence[Source]
+               ) -> Iterator[tuple[SampleInput, str, str, str]]:
+    """(sample, phase, site, description) of every call to try: each sample, then its
+    variations, in a fixed order."""
+    for source in samples:
+        yield source.sample, source.phase, source.site, "as given"
+        for variation in variations(op, source.sample):
+            yield variation.sample, VARIATION, source.site, variation.description
+
+
+def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: bool = False,
+               limit: int = MAX_CALLS) -> Observation:
+    """Run the kernel on every candidate call (up to `limit` accepted); with `diff_meta`,
+    the op's existing meta runs on each call too and its disagreements are kept."""
+    seen = Observation()
+    keys: set[str] = set()
+    torch.manual_seed(SEED)
+    for sample, phase, site, what in candidates(op, samples):
+        if len(seen.calls) >= limit:
+            break
+        key = call_key(observed_inputs(op, sample.args, sample.kwargs))
+        if key in keys and not what.endswith(VALUES_REDRAWN):
+            continue  # the same call again (samples alike over dtypes): nothing new
+        keys.add(key)
+        seen.tried += 1
+        try:
+            recorded = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
+        except Exception as exc:  # the kernel rejects it: no observation
+            seen.rejected.append(f"{what}: {first_line(exc)}")
+            continue
+        seen.calls.append(recorded.call)
+        if diff_meta and len(seen.meta_diffs) < 3:
+            seen.meta_compared += 1
+            for reason in fake_mismatches(op, sample.args, sample.kwargs, recorded.outputs):
+                seen.meta_diffs.append(f"{_inputs(recorded.call)}: {reason}")
+    return seen
+
+
+def samples_by_key(op: torch._ops.OpOverload, samples: Sequence[Source], keys: set[str]
+                   ) -> list[SampleInput]:
+    """The candidate calls whose keys are in `keys`, once each: the held-out calls again."""
+    found: dict[str, SampleInput] = {}
+    torch.manual_seed(SEED)
+    for sample, _, _, _ in candidates(op, samples):
+        key = call_key(observed_inputs(op, sample.args, sample.kwargs))
+        if key in keys and key not in found:
+            found[key] = sample
+    return list(found.values())
+
+
+def _inputs(call: ObservedCall) -> str:
+    """`input [3, 8], weight [8]`: the tensor shapes of a call, for a diff line."""
+    return ", ".join(f"{a.name} {list(a.tensor.shape)}" for a in call.args if a.tensor)

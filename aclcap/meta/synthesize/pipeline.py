@@ -1,0 +1,302 @@
+"""check-meta --synthesize / --synthesize-cpp: for each op to synthesize, real calls from a
+worker (observation.py), a rule per op (infer.py), source (emit_python.py, emit_cpp.py),
+and a fresh worker that loads that source after the op library and runs the battery on
+calls held out of fitting (verify). The file is written again with each function's
+verification in its comment: a failing check is named there, never passed over."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from aclcap.build import BuildError, default_build_dir
+from aclcap.loading.model_file import load_model_file
+from aclcap.meta.observe import ObservedCall
+from aclcap.meta.options import CheckMetaOptions
+from aclcap.meta.registry import MetaKind, OpInfo, resolve_overload
+from aclcap.meta.runner import MetaReport, run_checks
+from aclcap.meta.synthesize.describe import describe_rule
+from aclcap.meta.synthesize.emit_cpp import build_meta_library, emit_cpp
+from aclcap.meta.synthesize.emit_python import emit_python
+from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer
+from aclcap.meta.synthesize.observation import call_key
+from aclcap.meta.synthesize.rules import OpRule, Unbacked
+from aclcap.meta.synthesize.verify import IN_WORDS
+from aclcap.status import Status
+
+MAX_VERIFY = 4  # held-out calls the battery runs per op (opcheck and a compile each)
+
+
+@dataclass
+class Synthesis:
+    """One op's synthesis: the rule, or why there is none; how it was verified."""
+
+    op: str
+    rule: OpRule | None = None
+    reason: str = ""  # why no rule: no samples, the kernel crashed, an output kind
+    observed: int = 0
+    tried: int = 0
+    rejected: int = 0
+    sample_sources: list[str] = field(default_factory=list)
+    unseen_keys: list[str] = field(default_factory=list)
+    verified: dict[str, str] = field(default_factory=dict)  # "python"/"cpp" -> "" or failure
+    skipped: list[str] = field(default_factory=list)  # checks torch cannot run on this op
+    checks: list[str] = field(default_factory=list)  # the checks of the battery it passed
+    meta_diffs: list[str] = field(default_factory=list)
+    meta_compared: int = 0  # calls the op's existing meta ran on (--synthesize-all)
+
+    @property
+    def ok(self) -> bool:
+        return self.rule is not None and bool(self.verified) and not any(
+            self.verified.values())
+
+    def verdict(self) -> str:
+        """`synthesized, verified on 4 unseen calls`, or what failed."""
+        if self.rule is None:
+            return f"not synthesized: {self.reason}"
+        if not self.unseen_keys:
+            return "synthesized, NOT verified: no call was left unseen to verify it on"
+        failed = [f"{kind}: {why}" for kind, why in self.verified.items() if why]
+        if failed:
+            return "synthesized, verification FAILED (" + "; ".join(failed) + ")"
+        return f"synthesized, verified on {len(self.unseen_keys)} unseen calls" + (
+            f" ({'; '.join(self.skipped)})" if self.skipped else "")
+
+    def row(self) -> dict:
+        """The JSON `synthesis` field of the op's row."""
+        rule = self.rule
+        return {
+            "status": "verified" if self.ok else "failed" if rule else "not_synthesized",
+            "verdict": self.verdict(),
+            "rule": describe_rule(rule) if rule else [],
+            "evidence": rule.evidence if rule else "",
+            "notes": rule.notes if rule else [],
+            "calls_observed": self.observed, "calls_tried": self.tried,
+            "calls_rejected": self.rejected, "fitted_on": rule.fitted_on if rule else 0,
+            "unseen_calls": len(self.unseen_keys),
+            "verified": {k: not v for k, v in self.verified.items()},
+            "failures": {k: v for k, v in self.verified.items() if v},
+            "checks": self.checks,
+            "checks_skipped": self.skipped,
+            "writes": rule.writes if rule else [],
+            "defects": [{"message": d.message, "corrected_schema": d.corrected_schema}
+                        for d in rule.defects] if rule else [],
+            "meta_diffs": self.meta_diffs, "meta_compared": self.meta_compared,
+            "sample_sources": self.sample_sources,
+        }
+
+
+def targets(ops: list[OpInfo], statuses: dict[str, Status], everything: bool) -> list[OpInfo]:
+    """The ops to synthesize: every op with tensors (`everything`), else those whose meta
+    is missing or fails, and those left to torch's generated trivial fake (no meta of
+    their own: they fail on the meta device)."""
+    return [o for o in ops if o.meta_kind != MetaKind.NO_TENSOR and (
+        everything or o.meta_kind == MetaKind.TRIVIAL
+        or statuses.get(o.qualname) in (Status.MISSING, Status.FAIL))]
+
+
+def _unseen(calls: list[ObservedCall]) -> list[str]:
+    """Keys of held-out calls that no fitted call shares, at most MAX_VERIFY, spread over
+    them (the held-out calls run from declared samples to the last variations)."""
+    held = set(held_out(len(calls)))
+    fitted = {call_key(c) for i, c in enumerate(calls) if i not in held}
+    unseen = list(dict.fromkeys(k for k in (call_key(calls[i]) for i in sorted(held))
+                                if k not in fitted))
+    if len(unseen) <= MAX_VERIFY:
+        return unseen
+    step = (len(unseen) - 1) / (MAX_VERIFY - 1)
+    return [unseen[round(i * step)] for i in range(MAX_VERIFY)]
+
+
+def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
+                      diff_meta: bool, on_done: Callable[[str], None] | None = None
+                      ) -> list[Synthesis]:
+    """Real calls of each op from a worker, and the rule they give."""
+    observed = run_checks(ops, options, namespaces, on_done, mode="observe",
+                          synthesis={"diff_meta": diff_meta})
+    made = []
+    for o in ops:
+        got = observed.get(o.qualname)
+        result = Synthesis(o.qualname)
+        made.append(result)
+        if got is None or got.synthesis is None:
+            result.reason = "; ".join(f.message for f in got.findings) if got else \
+                "the worker never reached it"
+            continue
+        seen = got.synthesis
+        result.sample_sources = got.sample_sources
+        result.observed, result.tried = len(seen["calls"]), seen["tried"]
+        result.rejected, result.meta_diffs = seen["rejected_count"], seen["meta_diffs"]
+        result.meta_compared = seen["meta_compared"]
+        if got.sample_count == 0:
+            result.reason = ("no samples: synthesis needs real calls; declare them with "
+                             "@aclcap.samples or pass --samples-from MODEL.py (--emit-stubs "
+                             "writes a stub meanwhile)")
+            continue
+        calls = [ObservedCall.from_dict(c) for c in seen["calls"]]
+        if not calls:
+            result.reason = (f"the kernel rejected all {result.tried} calls tried, e.g. "
+                             + (seen["rejected"][0] if seen["rejected"] else "?"))
+            continue
+        try:
+            result.rule = infer(resolve_overload(o.qualname), calls)
+        except SynthesisError as exc:
+            result.reason = str(exc)
+            continue
+        result.unseen_keys = _unseen(calls)
+    return made
+
+
+def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
+           namespaces: list[str], library: str, kind: str,
+           on_done: Callable[[str], None] | None = None) -> None:
+    """Load `library` (the emitted .py, or the .so built from the emitted .cpp) after the
+    op libraries in a fresh worker and run the battery on each op's unseen calls; record
+    "" (passed) or the failing checks under `kind`."""
+    todo = {s.op: s for s in done if s.rule is not None and s.unseen_keys}
+    if not todo:
+        return
+    checked = run_checks([o for o in ops if o.qualname in todo],
+                         replace(options, libs=[*options.libs, library]), namespaces, on_done,
+                         mode="verify", synthesis={op: {"keys": s.unseen_keys}
+                                                   for op, s in todo.items()})
+    for op, s in todo.items():
+        got = checked.get(op)
+        if got is None:
+            s.verified[kind] = "the verifying worker never reached it"
+        elif got.status != Status.PASS:
+            s.verified[kind] = "; ".join(f.message for f in got.findings) or str(got.status)
+        elif not (got.synthesis or {}).get("verified_on"):
+            s.verified[kind] = "the verifying worker could not make the held-out calls again"
+        else:
+            s.verified[kind] = ""
+            s.skipped = got.synthesis.get("skipped", [])
+            s.checks = got.synthesis.get("checks", [])
+
+
+def set_verdicts(done: list[Synthesis]) -> None:
+    """Each rule's `verified` text, which the emitted comments print."""
+    for s in done:
+        if s.rule is not None:
+            s.rule.verified = s.verdict().removeprefix("synthesized, ")
+            if s.ok:
+                kinds = " and ".join(f"the {k} meta" for k in s.verified)
+                s.rule.verified += (f" with {kinds}: " + ", ".join(
+                    dict.fromkeys(IN_WORDS[c] for c in s.checks)))
+
+
+def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
+               python_out: Path | None, cpp_out: Path | None, diff_meta: bool = False,
+               on_done: Callable[[str], None] | None = None
+               ) -> tuple[list[Synthesis], Path | None]:
+    """Observe, infer, emit, verify, and emit again with the verdicts in the comments; the
+    ops' syntheses and the library built from the C++ file (None if none was)."""
+    library = None
+    done = observe_and_infer(ops, options, namespaces, diff_meta, on_done)
+    rules = [s.rule for s in done if s.rule is not None]
+    header = f"Op libraries: {', '.join(Path(lib).name for lib in options.libs) or 'none'}."
+    if python_out is not None:
+        python_out.write_text(emit_python(rules, header=header))
+        verify(done, ops, options, namespaces, str(python_out.resolve()), "python", on_done)
+    if cpp_out is not None:
+        cpp_out.write_text(emit_cpp(rules, header=header))
+        try:
+            library = build_meta_library(cpp_out, default_build_dir() / "synthesized")
+        except BuildError as exc:
+            library = None
+            for s in done:
+                if s.rule is not None:
+                    s.verified["cpp"] = f"the emitted C++ does not compile: {exc}"
+        else:
+            cpp_ops = [s for s in done if s.rule is not None and not _data_dependent(s.rule)]
+            verify(cpp_ops, ops, options, namespaces, str(library), "cpp", on_done)
+            if python_out is None:  # the C++ file has none for these (emit_cpp says why)
+                for s in done:
+                    if s.rule is not None and _data_dependent(s.rule):
+                        s.verified["cpp"] = ("a data-dependent size has no C++ Meta kernel: "
+                                             "--synthesize FILE.py writes its Python fake")
+    set_verdicts(done)
+    if python_out is not None:
+        python_out.write_text(emit_python(rules, header=header))
+    if cpp_out is not None:
+        cpp_out.write_text(emit_cpp(rules, header=header))
+    return done, library
+
+
+def _data_dependent(rule: OpRule) -> bool:
+    """The C++ file leaves such ops to the Python fake (emit_cpp says why)."""
+    return any(isinstance(e, Unbacked) for o in rule.outputs if isinstance(o.shape, tuple)
+               for e in o.shape)
+
+
+@dataclass
+class SynthesisRun:
+    """What `check-meta --synthesize` did: per op its synthesis, the files, the time."""
+
+    done: list[Synthesis]
+    files: list[Path]
+    seconds: float
+    library: Path | None = None  # built from the emitted C++
+
+    def summary(self) -> dict:
+        """The JSON document's `synthesis`: files, the C++ library, the time."""
+        return {"files": [str(f) for f in self.files],
+                "cpp_library": str(self.library) if self.library else None,
+                "seconds": round(self.seconds, 1), "ops": len(self.done),
+                "synthesized": sum(s.rule is not None for s in self.done),
+                "verified": sum(s.ok for s in self.done)}
+
+    @property
+    def by_op(self) -> dict[str, Synthesis]:
+        return {s.op: s for s in self.done}
+
+    @property
+    def ok(self) -> bool:
+        """Every op synthesized and verified: else the run exits 1."""
+        return all(s.ok for s in self.done)
+
+    def lines(self) -> list[str]:
+        """The report: per op its verdict, the rule in words, defects, notes, diffs."""
+        if not self.done:
+            return ["synthesis: no op's meta is missing, failing or left to torch's trivial "
+                    "fake: nothing written (--synthesize-all re-derives every op)"]
+        made = sum(s.rule is not None for s in self.done)
+        verified = sum(s.ok for s in self.done)
+        out = [f"synthesis: {len(self.done)} op(s), {made} synthesized, {verified} verified, "
+               f"in {self.seconds:.1f} s -> {', '.join(map(str, self.files))}"]
+        for s in self.done:
+            out.append(f"  {s.op}: {s.verdict()}")
+            if s.rule is None:
+                continue
+            out.append(f"    from {s.rule.evidence} ({s.observed} of {s.tried} tried calls "
+                       f"accepted; samples: {', '.join(s.sample_sources) or 'none'})")
+            out += [f"    {line}" for line in describe_rule(s.rule)]
+            out += [f"    schema defect: {d.message}; corrected: {d.corrected_schema}"
+                    for d in s.rule.defects]
+            out += [f"    note: {n}" for n in s.rule.notes]
+            out += [f"    existing meta differs from the kernel at {d}" for d in s.meta_diffs]
+            if s.meta_compared and not s.meta_diffs:
+                out.append(f"    existing meta agrees with the kernel on all {s.meta_compared} "
+                           "calls")
+        return out
+
+
+def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Path | None,
+                  cpp_out: Path | None, everything: bool,
+                  on_done: Callable[[str], None] | None = None) -> SynthesisRun:
+    """Synthesize for the ops of a check-meta report: those whose meta is missing or fails
+    (every op with tensors with `everything`, which also diffs the metas there)."""
+    start = time.monotonic()
+    statuses = {r.op: r.status for r in report.results}
+    ops = targets(report.ops, statuses, everything)
+    models = [str(Path(m).resolve()) for m in options.samples_from]
+    # The model files' own op libraries load first in the verifying worker: the emitted
+    # metas register on ops that must exist by then.
+    libs = [*options.libs, *(lib for m in models for lib in load_model_file(m).op_libraries)]
+    options = replace(options, samples_from=models, libs=list(dict.fromkeys(libs)))
+    done, library = synthesize(ops, options, report.namespaces,
+                               python_out, cpp_out, everything, on_done) if ops else ([], None)
+    files = [p for p in (python_out, cpp_out) if p is not None and ops]
+    return SynthesisRun(done, files, time.monotonic() - start, library)

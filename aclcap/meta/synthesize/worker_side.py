@@ -1,0 +1,59 @@
+"""Meta synthesis's part of check-meta's worker: per op, the real calls to learn from
+("observe"), or the battery on the held-out calls with the synthesized meta loaded
+("verify"). Events go out one op at a time, so a crash or a hang is blamed on that op."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from aclcap.errors import first_line
+from aclcap.meta.checks import check_op
+from aclcap.meta.messages import Event, Result, Start, WorkerRequest
+from aclcap.meta.observe import BUILD, DECLARED, RecordedCall
+from aclcap.meta.registry import MetaKind, resolve_overload
+from aclcap.meta.synthesize.observation import Source, observe_op, samples_by_key, sources
+from aclcap.meta.synthesize.verify import battery
+from aclcap.status import Finding, Status
+
+
+def _origins(found: Sequence[Source]) -> list[str]:
+    """`6 declared`, `3 from model.py:33 (1 build-time)`: where the samples came from."""
+    declared = sum(s.phase == DECLARED for s in found)
+    harvested = [s for s in found if s.phase != DECLARED]
+    sites = ", ".join(dict.fromkeys(s.site for s in harvested))
+    build = sum(s.phase == BUILD for s in harvested)
+    return ([f"{declared} declared"] if declared else []) + (
+        [f"{len(harvested)} from {sites}" + (f" ({build} build-time)" if build else "")]
+        if harvested else [])
+
+
+def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall]
+                     ) -> Iterator[Event]:
+    """Per op of `request`: Start, then one Result carrying the observation ("observe") or
+    the battery's findings on the held-out calls it names ("verify")."""
+    dtypes = [getattr(torch, name) for name in request.dtypes]
+    for op_request in request.ops:
+        name = op_request.qualname
+        yield Start(name)
+        try:
+            op = resolve_overload(name)
+            found = sources(name, op_request.device, dtypes, harvested)
+            if request.mode == "observe":
+                diff = request.synthesis.get("diff_meta", False) and \
+                    op_request.meta_kind not in (MetaKind.MISSING, MetaKind.TRIVIAL)
+                seen = observe_op(op, found, diff_meta=diff)
+                yield Result(name, Status.PASS, [], len(found), _origins(found),
+                             synthesis=seen.to_dict())
+            else:
+                asked = request.synthesis.get(name, {})
+                samples = samples_by_key(op, found, set(asked.get("keys", [])))
+                checks, skipped = battery(op)
+                outcome = check_op(op, samples, checks)
+                yield Result(name, outcome.status, outcome.findings, outcome.sample_count,
+                             _origins(found), synthesis={"verified_on": len(samples),
+                                                         "checks": list(checks),
+                                                         "skipped": skipped})
+        except Exception as exc:  # this op's synthesis fails, not the run
+            yield Result(name, Status.FAIL, [Finding(f"synthesis raised {first_line(exc)}")])

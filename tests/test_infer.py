@@ -1,0 +1,293 @@
+"""infer: rules from real calls. The calls come from observe() on real kernels: the bundled
+ops, and small ops defined here whose true fakes are the hard cases of real libraries
+(packed 4-bit, blockwise scales, int[] shapes, row statistics, aliases, optional outputs,
+data-dependent sizes, lying schemas). Nothing here reads a fake impl."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from aclcap.meta.observe import observe
+from aclcap.meta.registry import resolve_overload
+from aclcap.meta.sample_inputs import SampleInput, samples_for
+from aclcap.meta.synthesize.expr_search import evaluate, search, terms
+from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer
+from aclcap.meta.synthesize.rules import (
+    AliasRule,
+    BinOp,
+    Const,
+    Dim,
+    DtypeRule,
+    IntArg,
+    LayoutRule,
+    LeadingDims,
+    Numel,
+    Unbacked,
+    WholeShape,
+)
+from aclcap.meta.synthesize.schema_fix import corrected_schema
+from aclcap.meta.variations import variations
+
+NS = "aclcap_infertest"
+_lib = torch.library.Library(NS, "DEF")
+
+
+def _define(schema: str, kernel) -> torch._ops.OpOverload:
+    _lib.define(schema)
+    name = schema.split("(", 1)[0]
+    _lib.impl(name, kernel, "CPU")
+    return resolve_overload(f"{NS}::{name if '.' in name else name + '.default'}")
+
+
+def _pack4(x):
+    flat = x.reshape(-1)
+    return torch.zeros((flat.numel() + 1) // 2, 1, dtype=torch.uint8)
+
+
+def _block_scales(x, blocksize):
+    return x.reshape(-1).new_ones(math.ceil(x.numel() / blocksize), dtype=torch.float32)
+
+
+def _full_like_shape(x, size, dtype):
+    return torch.zeros(size, dtype=dtype)
+
+
+def _row_stats(x):
+    return x.reshape(-1, x.shape[-1]).float().mean(-1)
+
+
+def _scale_(x, alpha):
+    x.mul_(alpha)
+    return x
+
+
+def _first_rows(x, n):
+    if not 0 <= n <= x.shape[0]:
+        raise ValueError(f"first_rows: n={n} out of range")
+    return x[:n]
+
+
+def _quant(x, scale):
+    q = (x * 4).round().to(torch.int8)
+    return q, (None if scale == 0 else x.abs().amax(-1, keepdim=True).float())
+
+
+def _positive(x):
+    return x[x > 0].clone()
+
+
+def _sneaky(x, y):
+    y.add_(1)
+    return x.clone()
+
+
+def _leaky_view(x):
+    return x.view(-1)
+
+
+def _add_out(x, y, out):
+    if out.shape != x.shape:
+        raise ValueError(f"add.out: out must be {list(x.shape)}")  # as real out= kernels check
+    torch.add(x, y, out=out)
+
+
+pack4 = _define("pack4(Tensor x) -> Tensor", _pack4)
+block_scales = _define("block_scales(Tensor x, int blocksize) -> Tensor", _block_scales)
+full_like_shape = _define("full_like_shape(Tensor x, int[] size, ScalarType dtype) -> Tensor",
+                          _full_like_shape)
+row_stats = _define("row_stats(Tensor x) -> Tensor", _row_stats)
+scale_ = _define("scale_(Tensor(a!) x, float alpha) -> Tensor(a!)", _scale_)
+first_rows = _define("first_rows(Tensor(a) x, int n) -> Tensor(a)", _first_rows)
+quant = _define("quant(Tensor x, float scale) -> (Tensor, Tensor?)", _quant)
+positive = _define("positive(Tensor x) -> Tensor", _positive)
+sneaky = _define("sneaky(Tensor x, Tensor y) -> Tensor", _sneaky)
+leaky_view = _define("leaky_view(Tensor x) -> Tensor", _leaky_view)
+add_out = _define("add.out(Tensor x, Tensor y, *, Tensor(a!) out) -> ()", _add_out)
+
+
+def _observe_all(op, samples: list[SampleInput], vary: bool = True):
+    """Each sample and its variations, as real calls; rejected variations are no calls."""
+    calls = []
+    for sample in samples:
+        calls.append(observe(op, sample.args, sample.kwargs).call)
+        for v in variations(op, sample) if vary else ():
+            try:
+                calls.append(observe(op, v.sample.args, v.sample.kwargs).call)
+            except (RuntimeError, ValueError, IndexError):
+                pass
+    return calls
+
+
+def _x(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype)
+
+
+def test_search_finds_the_smallest_expression():
+    calls = _observe_all(pack4, [SampleInput((_x(3, 5),)), SampleInput((_x(4, 6),))])
+    available = terms(calls)
+    numel = [c.arg("x").tensor.numel for c in calls]
+    assert search([(n + 1) // 2 for n in numel], available) == BinOp("ceil//", Numel("x"),
+                                                                     Const(2))
+    assert search([c.arg("x").tensor.shape[0] for c in calls], available) == Dim("x", 0)
+    assert search([1] * len(calls), available) == Const(1)
+    shape = [c.arg("x").tensor.shape for c in calls]
+    got = search([s[0] * s[1] + 3 for s in shape], available)
+    assert got is not None and [evaluate(got, c) for c in calls] == [s[0] * s[1] + 3
+                                                                      for s in shape]
+
+
+def test_packed_4bit():
+    rule = infer(pack4, _observe_all(pack4, [SampleInput((_x(3, 5),)),
+                                             SampleInput((_x(7, 9),))]))
+    out = rule.outputs[0]
+    assert out.shape == (BinOp("ceil//", Numel("x"), Const(2)), Const(1))
+    assert out.dtype == DtypeRule("fixed", dtype="uint8")
+    assert rule.held_out > 0 and rule.fitted_on + rule.held_out == len(
+        _observe_all(pack4, [SampleInput((_x(3, 5),)), SampleInput((_x(7, 9),))]))
+
+
+def test_blockwise_scales_divide_by_the_int_argument():
+    samples = [SampleInput((_x(4, 64), 32)), SampleInput((_x(5, 48, dtype=torch.bfloat16), 16))]
+    rule = infer(block_scales, _observe_all(block_scales, samples))
+    assert rule.outputs[0].shape == (BinOp("ceil//", Numel("x"), IntArg("blocksize")),)
+    assert rule.outputs[0].dtype == DtypeRule("fixed", dtype="float32")
+
+
+def test_int_list_shape_and_scalar_type_dtype():
+    samples = [SampleInput((_x(2), [3, 4], torch.float16)),
+               SampleInput((_x(3), [5, 2, 6], torch.bfloat16))]
+    rule = infer(full_like_shape, _observe_all(full_like_shape, samples))
+    assert rule.outputs[0].shape == WholeShape("size")
+    assert rule.outputs[0].dtype == DtypeRule("arg", arg="dtype")
+
+
+def test_row_statistics_over_inputs_of_several_ranks():
+    samples = [SampleInput((_x(4, 8),)), SampleInput((_x(2, 3, 8),)), SampleInput((_x(5, 6),))]
+    rule = infer(row_stats, _observe_all(row_stats, samples))
+    assert rule.outputs[0].shape == (BinOp("//", Numel("x"), Dim("x", -1)),)
+    assert rule.outputs[0].dtype == DtypeRule("fixed", dtype="float32")
+
+
+def test_inputs_of_several_ranks_keep_their_leading_dims():
+    _lib.define("gate(Tensor x) -> Tensor")
+    _lib.impl("gate", lambda x: x[..., : x.shape[-1] // 2] * x[..., x.shape[-1] // 2:], "CPU")
+    op = resolve_overload(f"{NS}::gate.default")
+    samples = [SampleInput((_x(4, 8),)), SampleInput((_x(2, 3, 6),)), SampleInput((_x(5, 4),))]
+    rule = infer(op, _observe_all(op, samples))
+    assert rule.outputs[0].shape == (LeadingDims("x", 1), BinOp("//", Dim("x", -1), Const(2)))
+
+
+def test_returns_its_input_and_writes_it():
+    rule = infer(scale_, _observe_all(scale_, [SampleInput((_x(3, 4), 2.0))]))
+    assert rule.outputs[0].alias == AliasRule("input", "x")
+    assert rule.writes == ["x"] and rule.defects == []
+
+
+def test_returns_a_view():
+    rule = infer(first_rows, _observe_all(first_rows, [SampleInput((_x(6, 4), 2)),
+                                                       SampleInput((_x(9, 3), 5))]))
+    out = rule.outputs[0]
+    assert out.alias == AliasRule("view", "x")
+    assert out.shape == (IntArg("n"), Dim("x", -1))
+    assert rule.writes == [] and rule.defects == []
+
+
+def test_optional_output_decided_by_a_float_argument():
+    samples = [SampleInput((_x(3, 8), 0.5)), SampleInput((_x(4, 6), 0.0)),
+               SampleInput((_x(2, 5), 1.0))]
+    rule = infer(quant, _observe_all(quant, samples))
+    q, scale = rule.outputs
+    assert q.shape == (Dim("x", 0), Dim("x", -1)) and q.none_when is None
+    assert q.dtype == DtypeRule("fixed", dtype="int8")
+    assert scale.none_when == ("scale", "== 0")
+    assert scale.shape == (Dim("x", 0), Const(1))
+    assert scale.dtype == DtypeRule("fixed", dtype="float32")
+
+
+def test_data_dependent_size_is_unbacked_and_said():
+    rule = infer(positive, _observe_all(positive, [SampleInput((_x(40),)),
+                                                   SampleInput((_x(25),))]))
+    assert isinstance(rule.outputs[0].shape[0], Unbacked)
+    assert any("data-dependent" in note for note in rule.notes)
+
+
+def test_a_large_formula_fitted_only_with_the_held_out_calls_is_not_trusted():
+    # x[:n] without a range check is min(n, x.shape[0]): no formula of the grammar, but
+    # `n - n // x.shape[0]` fits every call where n < 2 * x.shape[0]
+    _lib.define("head(Tensor(a) x, int n) -> Tensor(a)")
+    _lib.impl("head", lambda x, n: x[:n], "CPU")
+    op = resolve_overload(f"{NS}::head.default")
+    rule = infer(op, _observe_all(op, [SampleInput((_x(6, 4), 2)), SampleInput((_x(9, 3), 5))]))
+    assert isinstance(rule.outputs[0].shape[0], Unbacked)
+    assert rule.notes == ["output 0 dim 0: the formula fitted on 16 calls failed on the 8 held "
+                          "out, and only a larger one fits all: none trusted, data-dependent"]
+
+
+def test_formula_is_not_unbacked_where_one_exists(bundled):
+    op = resolve_overload("aclcap::silu_and_mul.default")
+    declared = list(samples_for("aclcap::silu_and_mul")(torch.device("cpu"), torch.float32))
+    rule = infer(op, _observe_all(op, declared))
+    assert rule.outputs[0].shape == (Dim("input", 0), BinOp("//", Dim("input", -1), Const(2)))
+    assert rule.outputs[0].dtype == DtypeRule("like", arg="input")
+    assert rule.outputs[0].layout == LayoutRule("contiguous")
+
+
+def test_bundled_mutating_ops_write_what_their_schema_marks(bundled):
+    for name, writes in (("reshape_and_cache", ["key_cache", "value_cache"]),
+                         ("rotary_embedding", ["query", "key"]),
+                         ("fused_add_rms_norm", ["input", "residual"])):
+        op = resolve_overload(f"aclcap::{name}.default")
+        declared = list(samples_for(f"aclcap::{name}")(torch.device("cpu"), torch.float32))
+        rule = infer(op, _observe_all(op, declared))
+        assert rule.outputs == [] and rule.writes == writes and rule.defects == []
+
+
+def test_bundled_two_outputs_dtype_like_and_fixed(bundled):
+    op = resolve_overload("aclcap::get_masked_input_and_mask.default")
+    declared = list(samples_for("aclcap::get_masked_input_and_mask")(torch.device("cpu"),
+                                                                    torch.float32))
+    ids, mask = infer(op, _observe_all(op, declared)).outputs
+    assert ids.shape == mask.shape == (Dim("input", 0),)
+    assert ids.dtype == DtypeRule("like", arg="input")  # int64 and int32 samples
+    assert mask.dtype == DtypeRule("fixed", dtype="bool")
+
+
+def test_out_variant_returns_nothing_and_writes_out():
+    x, y = _x(3, 4), _x(3, 4)
+    rule = infer(add_out, _observe_all(add_out, [SampleInput((x, y), {"out": torch.empty(3, 4)})]))
+    assert rule.outputs == [] and rule.writes == ["out"] and rule.defects == []
+
+
+def test_schema_defects_name_the_corrected_line():
+    rule = infer(sneaky, _observe_all(sneaky, [SampleInput((_x(3), _x(3)))]))
+    assert [d.message for d in rule.defects] == [
+        "writes `y` but the schema does not mark it mutable (`Tensor(a!) y`)"]
+    assert rule.defects[0].corrected_schema == "sneaky(Tensor x, Tensor(a!) y) -> Tensor"
+    rule = infer(leaky_view, _observe_all(leaky_view, [SampleInput((_x(3, 2),))]))
+    assert rule.outputs[0].alias == AliasRule("view", "x")
+    assert [d.message for d in rule.defects] == [
+        "output 0 is a view of `x` but the schema does not annotate the alias"]
+    assert rule.defects[0].corrected_schema == "leaky_view(Tensor(a) x) -> Tensor(a)"
+
+
+def test_corrected_schema_keeps_existing_sets_and_defaults():
+    schema = "ns::f.out(Tensor(a!) x, Tensor y, int[] s=[1, 2], *, Tensor? z=None) -> " \
+             "(Tensor, Tensor)"
+    assert corrected_schema(schema, ["x", "z"], {1: "y"}) == (
+        "f.out(Tensor(a!) x, Tensor(b) y, int[] s=[1, 2], *, Tensor(c!)? z=None) -> "
+        "(Tensor, Tensor(b))")
+
+
+def test_held_out_every_third_call():
+    assert held_out(2) == [] and held_out(7) == [2, 5]
+
+
+def test_non_tensor_output_is_refused():
+    _lib.define("count(Tensor x) -> int")
+    _lib.impl("count", lambda x: int(x.numel()), "CPU")
+    op = resolve_overload(f"{NS}::count.default")
+    with pytest.raises(SynthesisError, match="output 0 is int"):
+        infer(op, [observe(op, (_x(3),)).call])
