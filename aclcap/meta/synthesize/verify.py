@@ -12,11 +12,6 @@ from __future__ import annotations
 
 import torch
 
-from aclcap._tensors import clone_tensors
-from aclcap.errors import first_line
-from aclcap.meta.checks import CHECKS, OPCHECK_TESTS, OpCheck
-from aclcap.meta.observe import RecordedCall
-
 BATTERY = ("fake_vs_real", "meta_device", "dynamic_shapes", "opcheck", "fullgraph_compile")
 ALIAS_SKIP_REASON = ("torch.compile and opcheck's test_aot_dispatch_dynamic skipped: torch "
                      "does not functionalize a custom op whose output aliases an input")
@@ -25,22 +20,6 @@ IN_WORDS = {"fake_vs_real": "fake vs real", "meta_device": "meta device",
             "dynamic_shapes": "symbolic sizes", "opcheck": "opcheck",
             "fullgraph_compile": "torch.compile(fullgraph, dynamic)",
             "opcheck_no_aot": "opcheck"}
-
-
-def check_opcheck_no_aot(check: OpCheck, runs: list[RecordedCall]) -> None:
-    """opcheck without test_aot_dispatch_dynamic (see the module docstring)."""
-    tests = tuple(t for t in OPCHECK_TESTS if t != "test_aot_dispatch_dynamic")
-    for run in runs:
-        args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
-        results = torch.library.opcheck(check.op, args, kwargs, test_utils=tests,
-                                        raise_exception=False)
-        for test, result in results.items():
-            if isinstance(result, BaseException):
-                check.out.fail(f"opcheck {test}: {first_line(result)}", key=test)
-
-
-# Checks run by name (check_op): synthesis's own joins the registry.
-CHECKS.setdefault("opcheck_no_aot", check_opcheck_no_aot)
 
 
 def battery(op: torch._ops.OpOverload) -> tuple[tuple[str, ...], list[str]]:
