@@ -52,7 +52,7 @@ class Finding:
         return self.message if self.severity is Severity.ERROR else \
             f"{self.severity}: {self.message}"
 
-    def row(self) -> dict:
+    def to_dict(self) -> dict:
         """The JSON form: a source finding by place and rule, any other by severity."""
         if self.file:
             return {"file": self.file, "line": self.line, "rule": self.rule, "code": self.code,

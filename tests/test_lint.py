@@ -81,7 +81,7 @@ def test_one_line_meta_block():
     """The regex lint required a Meta block to end on a line of its own, so it read none of
     `TORCH_LIBRARY_IMPL(ns, Meta, m) { m.impl("rowsum", &rowsum_meta); }`."""
     path = LINT / "one_line_block.cpp"
-    assert [f.row() for f in lint([path])] == [{
+    assert [f.to_dict() for f in lint([path])] == [{
         "file": str(path), "line": 6, "rule": "size()",
         "code": "return x.new_empty_symint(c10::SymDimVector{x.size(0)});",
         "hint": "use sym_size(i): size(i) specializes the dim"}]

@@ -72,11 +72,12 @@ def check_meta(
             raise UsageError("PATH arguments are for --lint: add --lint, or drop the paths")
         _lint(paths, json_path)
         return
-    from aclcap import report
     from aclcap.devices import resolve_device
     from aclcap.loading.libraries import BUNDLED, check_library_path
     from aclcap.loading.model_file import parse_shapes
     from aclcap.meta.options import CheckMetaOptions
+    from aclcap.report import check_meta as meta_report
+    from aclcap.report.layout import console_for, write_json
 
     # Every check on the arguments alone comes before torch and the libraries are imported
     # (resolving --device auto asks torch whether cuda is there: last).
@@ -119,21 +120,13 @@ def check_meta(
                             completed=0, total=None)
             synthesized = run_synthesis(result, options, synthesize, synthesize_cpp,
                                         synthesize_all, on_done=done)
-    console = report.console_for(json_path)
+    console = console_for(json_path)
     if json_path:
-        rows = result.rows()
-        if synthesized is not None:
-            for row in rows:
-                if row["op"] in synthesized.by_op:
-                    row["synthesis"] = synthesized.by_op[row["op"]].row()
-        extra = {"synthesis": synthesized.summary()} if synthesized is not None else {}
-        report.write_json(json_path, report.document("check-meta", resolved, rows,
-                                                     namespaces=result.namespaces,
-                                                     summary=result.counts(), **extra))
-    console.print(report.meta_table(result, console.width))
+        write_json(json_path, meta_report.to_document(result, resolved, synthesized))
+    console.print(meta_report.render(result, console.width))
     console.print(result.summary())
     if synthesized is not None:
-        for line in synthesized.lines():
+        for line in meta_report.synthesis_lines(synthesized):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
     if emit_stubs is not None:
         written = write_stubs(result.ops, str(emit_stubs))
@@ -146,9 +139,10 @@ def check_meta(
 
 
 def _lint(paths: list[Path] | None, json_path: str | None) -> None:
-    from aclcap import report
     from aclcap.build import ops_dir
     from aclcap.meta.lint import lint
+    from aclcap.report import lint as lint_report
+    from aclcap.report.layout import console_for, write_json
 
     targets = paths or [ops_dir()]
     missing = [p for p in targets if not p.exists()]
@@ -156,11 +150,10 @@ def _lint(paths: list[Path] | None, json_path: str | None) -> None:
         raise UsageError(f"--lint {missing[0]}: no such file or folder")
     findings = lint(targets)
     if json_path:
-        report.write_json(json_path, report.document("check-meta --lint", "cpu",
-                                                     [f.row() for f in findings]))
-    console = report.console_for(json_path)
+        write_json(json_path, lint_report.to_document(findings))
+    console = console_for(json_path)
     if findings:
-        console.print(report.lint_table(findings))
+        console.print(lint_report.render(findings))
     console.print(f"{len(findings)} concrete-size use(s) in meta impls under "
                   f"{', '.join(str(p) for p in targets)}", highlight=False)
     raise typer.Exit(EXIT_FAILED if findings else EXIT_OK)

@@ -34,10 +34,10 @@ class MetaResult:
     sample_sources: list[str] = field(default_factory=list)  # "3 from model.py:33"
     data_dependent: bool = False  # an output size follows the values: runs between graphs
 
-    def row(self) -> dict:
+    def to_dict(self) -> dict:
         row = asdict(self)
         row["reasons"] = [f.text() for f in self.findings]
-        row["findings"] = [f.row() for f in self.findings]
+        row["findings"] = [f.to_dict() for f in self.findings]
         return row
 
 
@@ -73,8 +73,8 @@ class MetaReport:
     def exit_code(self) -> int:
         return 1 if any(r.status in FAILING for r in self.results) else 0
 
-    def rows(self) -> list[dict]:
-        return [r.row() for r in self.results]
+    def to_dicts(self) -> list[dict]:
+        return [r.to_dict() for r in self.results]
 
 
 @dataclass

@@ -14,6 +14,7 @@ from aclcap.report.layout import WIDE, document, notes, short_paths, status_cell
 
 if TYPE_CHECKING:
     from aclcap.meta.runner import MetaReport
+    from aclcap.meta.synthesize.pipeline import SynthesisRun
 
 _SITE = re.compile(r"\(([^()\s]+):(\d+)\)")  # "(path/to/file.py:12)" in a meta impl's source
 
@@ -36,9 +37,19 @@ def render(result: MetaReport, width: int) -> RenderableType:
     return Group(table, *notes((r.op, [f.text() for f in r.findings]) for r in result.results))
 
 
-def to_document(result: MetaReport, device: str) -> dict:
-    return document("check-meta", device, result.rows(), namespaces=result.namespaces,
-                    summary=result.counts())
+def to_document(result: MetaReport, device: str, synthesized: SynthesisRun | None = None
+                ) -> dict:
+    """The check-meta document; with synthesis, each synthesized op's row carries its
+    `synthesis` field and the document the run's."""
+    rows = result.to_dicts()
+    if synthesized is None:
+        return document("check-meta", device, rows, namespaces=result.namespaces,
+                        summary=result.counts())
+    for row in rows:
+        if row["op"] in synthesized.by_op:
+            row["synthesis"] = synthesized.by_op[row["op"]].to_dict()
+    return document("check-meta", device, rows, namespaces=result.namespaces,
+                    summary=result.counts(), synthesis=synthesized.summary())
 
 
 def _wide(result: MetaReport, title: str) -> Table:
@@ -62,3 +73,31 @@ def _brief(source: str) -> str:
     kind = re.split(r" \(|: ", source, maxsplit=1)[0]
     site = _SITE.search(source)
     return f"{kind} ({Path(site[1]).name}:{site[2]})" if site else kind
+
+
+def synthesis_lines(run: SynthesisRun) -> list[str]:
+    """The report: per op its verdict, the rule in words, defects, notes, diffs."""
+    from aclcap.meta.synthesize.describe import describe_rule  # torch: only with synthesis
+
+    if not run.done:
+        return ["synthesis: no op's meta is missing, failing or left to torch's trivial "
+                "fake: nothing written (--synthesize-all re-derives every op)"]
+    made = sum(s.rule is not None for s in run.done)
+    verified = sum(s.ok for s in run.done)
+    out = [f"synthesis: {len(run.done)} op(s), {made} synthesized, {verified} verified, "
+           f"in {run.seconds:.1f} s -> {', '.join(map(str, run.files))}"]
+    for s in run.done:
+        out.append(f"  {s.op}: {s.verdict()}")
+        if s.rule is None:
+            continue
+        out.append(f"    from {s.rule.evidence} ({s.observed} of {s.tried} tried calls "
+                   f"accepted; samples: {', '.join(s.sample_sources) or 'none'})")
+        out += [f"    {line}" for line in describe_rule(s.rule)]
+        out += [f"    schema defect: {d.message}; corrected: {d.corrected_schema}"
+                for d in s.rule.defects]
+        out += [f"    note: {n}" for n in s.rule.notes]
+        out += [f"    existing meta differs from the kernel at {d}" for d in s.meta_diffs]
+        if s.meta_compared and not s.meta_diffs:
+            out.append(f"    existing meta agrees with the kernel on all {s.meta_compared} "
+                       "calls")
+    return out

@@ -23,4 +23,4 @@ def render(findings: list[Finding], width: int | None = None) -> Table:
 
 
 def to_document(findings: list[Finding]) -> dict:
-    return document("check-meta --lint", "cpu", [f.row() for f in findings])
+    return document("check-meta --lint", "cpu", [f.to_dict() for f in findings])

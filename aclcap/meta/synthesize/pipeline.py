@@ -64,7 +64,7 @@ class Synthesis:
         return f"synthesized, verified on {len(self.unseen_keys)} unseen calls" + (
             f" ({'; '.join(self.skipped)})" if self.skipped else "")
 
-    def row(self) -> dict:
+    def to_dict(self) -> dict:
         """The JSON `synthesis` field of the op's row."""
         rule = self.rule
         return {
@@ -256,31 +256,6 @@ class SynthesisRun:
     def ok(self) -> bool:
         """Every op synthesized and verified: else the run exits 1."""
         return all(s.ok for s in self.done)
-
-    def lines(self) -> list[str]:
-        """The report: per op its verdict, the rule in words, defects, notes, diffs."""
-        if not self.done:
-            return ["synthesis: no op's meta is missing, failing or left to torch's trivial "
-                    "fake: nothing written (--synthesize-all re-derives every op)"]
-        made = sum(s.rule is not None for s in self.done)
-        verified = sum(s.ok for s in self.done)
-        out = [f"synthesis: {len(self.done)} op(s), {made} synthesized, {verified} verified, "
-               f"in {self.seconds:.1f} s -> {', '.join(map(str, self.files))}"]
-        for s in self.done:
-            out.append(f"  {s.op}: {s.verdict()}")
-            if s.rule is None:
-                continue
-            out.append(f"    from {s.rule.evidence} ({s.observed} of {s.tried} tried calls "
-                       f"accepted; samples: {', '.join(s.sample_sources) or 'none'})")
-            out += [f"    {line}" for line in describe_rule(s.rule)]
-            out += [f"    schema defect: {d.message}; corrected: {d.corrected_schema}"
-                    for d in s.rule.defects]
-            out += [f"    note: {n}" for n in s.rule.notes]
-            out += [f"    existing meta differs from the kernel at {d}" for d in s.meta_diffs]
-            if s.meta_compared and not s.meta_diffs:
-                out.append(f"    existing meta agrees with the kernel on all {s.meta_compared} "
-                           "calls")
-        return out
 
 
 def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Path | None,
