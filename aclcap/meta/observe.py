@@ -164,10 +164,19 @@ def named_tensors(bound: list[tuple[Any, Any]], indexed: bool = False
     return named
 
 
+def _storage_ptr(t: torch.Tensor) -> int | None:
+    """Where a tensor's storage lives; None for one without real storage (a tensor subclass
+    such as a functional collective's pending output, under --nproc)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
+
+
 def _output_facts(out: torch.Tensor, inputs: list[tuple[str, torch.Tensor]]) -> TensorFacts:
-    storage = out.untyped_storage().data_ptr()
+    storage = _storage_ptr(out)
     for name, t in inputs:
-        if t.untyped_storage().data_ptr() == storage and out.numel() and t.numel():
+        if storage is not None and _storage_ptr(t) == storage and out.numel() and t.numel():
             same = (out.shape, out.stride(), out.storage_offset(), out.dtype) == (
                 t.shape, t.stride(), t.storage_offset(), t.dtype)
             return tensor_facts(out, aliases=name, is_input=same)
