@@ -82,7 +82,7 @@ def test_one_line_meta_block():
     `TORCH_LIBRARY_IMPL(ns, Meta, m) { m.impl("rowsum", &rowsum_meta); }`."""
     path = LINT / "one_line_block.cpp"
     assert [f.to_dict() for f in lint([path])] == [{
-        "file": str(path), "line": 6, "rule": "size()",
+        "file": str(path), "line": 6, "column": 47, "rule": "size()", "rule_id": "ACL101",
         "code": "return x.new_empty_symint(c10::SymDimVector{x.size(0)});",
         "hint": "use sym_size(i): size(i) specializes the dim"}]
 
