@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aclcap.meta.lint_rules import HINTS
+from aclcap.meta.lint_types import declared_types, on_a_list
 from aclcap.status import Finding
 
 try:
@@ -357,9 +358,13 @@ def _cpp_rule(node: Node) -> str | None:
 
 def _lint_cpp(impl: _Impl) -> Iterator[Finding]:
     lines = impl.unit.lines
-    for node in _walk(impl.node):
+    nodes = list(_walk(impl.node))
+    types = declared_types(nodes)
+    for node in nodes:
         rule = _cpp_rule(node)
         line = node.start_point[0] + 1
+        if rule in _CPP_METHODS.values() and on_a_list(node, types):
+            continue  # a list's length (IntArrayRef, std::vector, ...), not a tensor's dim
         if rule and not _exempt(lines, line):
             yield Finding(HINTS[rule], file=str(impl.unit.path), line=line, rule=rule,
                           code=lines[line - 1].strip(), column=node.start_point[1] + 1)
