@@ -120,7 +120,7 @@ def test_bad_format_and_output_are_usage_errors(tmp_path: Path):
                     "--format", "sarif")
     assert folder.code == 2 and "does not exist" in folder.stdout + folder.stderr
     without_lint = aclcap("check-meta", "--format", "text")
-    assert without_lint.code == 2 and "--format is for --lint" in \
+    assert without_lint.code == 2 and "--format text is for --lint" in \
         without_lint.stdout + without_lint.stderr
     both = aclcap("check-meta", "--lint", str(FIXTURES / "badops.cpp"), "--format", "sarif",
                   "--json", "-")

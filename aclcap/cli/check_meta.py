@@ -65,10 +65,15 @@ def check_meta(
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="FORMAT", help="With --lint: table, text (`file:line:col: ACL101 "
         "message (fix: ...)`, one line per finding), json, sarif (SARIF 2.1.0) or github "
-        "(workflow commands). Default: table on a terminal, text otherwise.")] = None,
+        "(workflow commands). Default: table on a terminal, text otherwise. Without --lint: "
+        "table, or github (the table, then an ::error annotation per failing op at its "
+        "registration site).")] = None,
     output: Annotated[Path | None, typer.Option(
         "--output", metavar="PATH", help="With --lint: write the --format output to PATH "
         "instead of stdout.")] = None,
+    junit_xml: Annotated[Path | None, typer.Option(
+        "--junit-xml", metavar="PATH", help="Also write a JUnit XML file: one testcase per "
+        "op, failing ops failed with their reasons, ops not exercised skipped.")] = None,
 ) -> None:
     """List every registered op of the namespaces and check each one's meta impl against
     the real kernel: opcheck, output shapes/dtypes/strides, mutations vs the schema's `!`,
@@ -77,11 +82,16 @@ def check_meta(
     if lint or paths:
         if not lint:
             raise UsageError("PATH arguments are for --lint: add --lint, or drop the paths")
+        if junit_xml is not None:
+            raise UsageError("--junit-xml is for check-meta's ops: with --lint use --format "
+                             "sarif or github")
         _lint(paths, json_path, fmt, output)
         return
-    if fmt is not None or output is not None:
-        raise UsageError(f"{'--format' if fmt is not None else '--output'} is for --lint: "
-                         "add --lint, or use --json PATH for check-meta's results")
+    if output is not None or fmt not in (None, "table", "github"):
+        raise UsageError(f"{'--output' if output is not None else '--format ' + str(fmt)} is "
+                         "for --lint: check-meta prints --format table or github; use --json "
+                         "PATH for its results")
+    check_output_path("--junit-xml", junit_xml)
     from aclcap.devices import resolve_device
     from aclcap.loading.libraries import BUNDLED, check_library_path
     from aclcap.loading.model_file import parse_shapes
@@ -135,6 +145,14 @@ def check_meta(
         write_json(json_path, meta_report.to_document(result, resolved, synthesized))
     console.print(meta_report.render(result, console.width))
     console.print(result.summary())
+    if fmt == "github" or junit_xml is not None:
+        from aclcap.report import ci
+
+        if fmt == "github":
+            for line in ci.check_meta_annotations(result):
+                console.file.write(line + "\n")
+        if junit_xml is not None:
+            junit_xml.write_text(ci.check_meta_junit(result))
     if synthesized is not None:
         for line in meta_report.synthesis_lines(synthesized):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
