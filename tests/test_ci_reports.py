@@ -62,3 +62,27 @@ def test_ci_options_are_refused_where_they_do_not_apply(tmp_path: Path):
     junit = aclcap("check-meta", "--lint", "--junit-xml", str(tmp_path / "x.xml"))
     assert junit.code == 2 and "--junit-xml is for check-meta's ops" in \
         junit.stdout + junit.stderr
+
+
+def test_capture_junit_and_annotations_on_the_model_line(tmp_path: Path):
+    """two_ops_one_line.py cannot be traced (line 22 calls an op with no fake): every size
+    fails, each a JUnit failure and an ::error on that line."""
+    junit = tmp_path / "capture.xml"
+    model = ROOT / "tests" / "models" / "two_ops_one_line.py"
+    run = aclcap("capture", str(model), "--device", "cpu", "--shapes", "2,4", "--format",
+                 "github", "--junit-xml", str(junit))
+    assert run.code == 1
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("2", "2", "0")
+    names = [c.get("name") for c in suite.iter("testcase")]
+    assert names == ["size 2", "size 4"]
+    failure = next(suite.iter("failure"))
+    assert "aclcap_twoops::b fails at two_ops_one_line.py:22" in failure.get("message", "")
+    annotations = [line for line in run.stdout.splitlines() if line.startswith("::error")]
+    assert len(annotations) == 2
+    assert all(a.startswith("::error file=tests/models/two_ops_one_line.py,line=22,")
+               for a in annotations)
+    bad = aclcap("capture", str(model), "--format", "sarif")
+    assert bad.code == 2 and "--format sarif: capture prints table or github" in \
+        bad.stdout + bad.stderr
