@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from aclcap.meta.lint_rules import RULE_IDS
+
 
 class Status(StrEnum):
     """A row's verdict. StrEnum: JSON and tables print the plain value."""
@@ -47,8 +49,6 @@ class Finding:
     @property
     def rule_id(self) -> str:
         """The stable id of a lint rule (`ACL101`), empty for other findings."""
-        from aclcap.meta.lint_rules import RULE_IDS
-
         return RULE_IDS.get(self.rule, "")
 
     @property
