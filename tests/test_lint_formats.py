@@ -4,7 +4,11 @@ stable rule ids, --output."""
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +129,27 @@ def test_bad_format_and_output_are_usage_errors(tmp_path: Path):
     both = aclcap("check-meta", "--lint", str(FIXTURES / "badops.cpp"), "--format", "sarif",
                   "--json", "-")
     assert both.code == 2 and "both want stdout" in both.stdout + both.stderr
+
+
+def test_table_is_the_default_on_a_terminal():
+    """stdout a TTY (a pseudo-terminal here): the table, not the text lines."""
+    leader, follower = pty.openpty()
+    exe = Path(sys.executable).with_name("aclcap")
+    env = {**os.environ, "COLUMNS": "120"}
+    proc = subprocess.run([str(exe), "check-meta", "--lint", str(FIXTURES / "badops.cpp")],
+                          stdout=follower, stderr=subprocess.PIPE, cwd=ROOT, env=env,
+                          timeout=300)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 1
+    assert "file:line" in text and "ACL101" not in text
