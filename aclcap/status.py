@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from aclcap.meta.lint_rules import RULE_IDS
+
 
 class Status(StrEnum):
     """A row's verdict. StrEnum: JSON and tables print the plain value."""
@@ -42,6 +44,12 @@ class Finding:
     line: int = 0
     rule: str = ""
     code: str = ""
+    column: int = 0  # 1-based; 0 where the finding has no column
+
+    @property
+    def rule_id(self) -> str:
+        """The stable id of a lint rule (`ACL101`), empty for other findings."""
+        return RULE_IDS.get(self.rule, "")
 
     @property
     def hint(self) -> str:
@@ -55,6 +63,7 @@ class Finding:
     def to_dict(self) -> dict:
         """The JSON form: a source finding by place and rule, any other by severity."""
         if self.file:
-            return {"file": self.file, "line": self.line, "rule": self.rule, "code": self.code,
+            return {"file": self.file, "line": self.line, "column": self.column,
+                    "rule": self.rule, "rule_id": self.rule_id, "code": self.code,
                     "hint": self.message}
         return {"severity": str(self.severity), "message": self.message}

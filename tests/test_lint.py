@@ -39,6 +39,11 @@ FORMS = {
     "impl_abstract.py": [(9, "int(size)"), (14, ".tolist()")],
     "custom_op.py": [(8, "int(size)")],
     "lint_fakes.py": [(8, "int(size)"), (14, ".item()")],
+    # List lengths, typed by their declarations, are not findings; Tensors' sizes still are.
+    "list_lengths.cpp": [],
+    "typed_tensor_sizes.cpp": [
+        (8, "size()"), (9, "size()"), (10, "numel()"), (12, "size()"), (13, "size()"),
+        (14, "numel()"), (16, "size()"), (17, "size()")],
 }
 
 
@@ -82,7 +87,7 @@ def test_one_line_meta_block():
     `TORCH_LIBRARY_IMPL(ns, Meta, m) { m.impl("rowsum", &rowsum_meta); }`."""
     path = LINT / "one_line_block.cpp"
     assert [f.to_dict() for f in lint([path])] == [{
-        "file": str(path), "line": 6, "rule": "size()",
+        "file": str(path), "line": 6, "column": 47, "rule": "size()", "rule_id": "ACL101",
         "code": "return x.new_empty_symint(c10::SymDimVector{x.size(0)});",
         "hint": "use sym_size(i): size(i) specializes the dim"}]
 
@@ -92,6 +97,30 @@ def test_registration_form(name: str):
     findings = lint([LINT / name])
     assert [(f.line, f.rule) for f in findings] == FORMS[name]
     assert all(f.hint for f in findings)
+
+
+def test_long_meta_file_gives_exactly_the_planted_finding(tmp_path: Path):
+    """Over 1,000 lines of meta impls that take list lengths (list_lengths.cpp's impl, once per
+    op, each registered) and one Tensor size planted in the middle: exactly that finding."""
+    source = (LINT / "list_lengths.cpp").read_text()
+    body = source[source.index("at::Tensor grouped_matmul_meta("):
+                  source.index("}  // namespace listlen")]
+    parts, registrations = ["#include <torch/library.h>\n", "namespace listlen {\n"], []
+    for i in range(48):
+        impl = body.replace("grouped_matmul_meta", f"grouped_{i}_meta")
+        if i == 30:
+            impl = impl.replace("auto first = group_list[0];",
+                                "auto first = group_list[0] + x.size(1);")
+        parts.append(impl)
+        registrations.append(f'  m.impl("grouped_{i}", &listlen::grouped_{i}_meta);')
+    text = "".join(parts) + "}  // namespace listlen\n\nTORCH_LIBRARY_IMPL(listlen, Meta, m) {\n" \
+        + "\n".join(registrations) + "\n}\n"
+    big = tmp_path / "big_meta.cpp"
+    big.write_text(text)
+    lines = text.split("\n")
+    assert len(lines) > 1000
+    planted = next(n for n, line in enumerate(lines, 1) if "x.size(1)" in line)
+    assert [(f.line, f.rule) for f in lint([big])] == [(planted, "size()")]
 
 
 def test_escape_needs_a_reason(tmp_path: Path):

@@ -81,6 +81,12 @@ def capture(
     max_size: Annotated[int, typer.Option(min=1, help="With --plan-sizes and no histogram: the "
                         "largest batch size.")] = 256,
     json_path: JsonOpt = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", metavar="FORMAT", help="table, or github: the table, then an ::error "
+        "annotation per failing size on the model line where the trace failed.")] = "table",
+    junit_xml: Annotated[Path | None, typer.Option(
+        "--junit-xml", metavar="PATH", help="Also write a JUnit XML file: one testcase per "
+        "size (and rank), failing ones failed with their reasons.")] = None,
 ) -> None:
     """Trace MODEL.py with torch.compile (graph breaks, custom ops in and out of graphs),
     capture one graph per size (aclgraph / cudagraph / aoti), replay on fresh inputs and
@@ -93,6 +99,9 @@ def capture(
     from aclcap.report.layout import console_for, write_json
 
     check_output_path("--json", json_path)
+    check_output_path("--junit-xml", junit_xml)
+    if fmt not in ("table", "github"):
+        raise UsageError(f"--format {fmt}: capture prints table or github")
     if plan_sizes:
         if budget is None and layers is None:
             raise UsageError("--plan-sizes needs --budget GRAPHS (how many sizes can be "
@@ -136,6 +145,14 @@ def capture(
     console = console_for(json_path)
     for part in capture_report.render(result, console.width, per_rank):
         console.print(part)
+    if fmt == "github" or junit_xml is not None:
+        from aclcap.report import ci
+
+        if fmt == "github":
+            for line in ci.capture_annotations(result):
+                console.file.write(line + "\n")
+        if junit_xml is not None:
+            junit_xml.write_text(ci.capture_junit(result))
     raise typer.Exit(result.exit_code)
 
 

@@ -62,6 +62,18 @@ def check_meta(
         "not only missing or failing ones, and where the op has a meta, the calls on which "
         "it disagrees with the kernel.")] = False,
     json_path: JsonOpt = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", metavar="FORMAT", help="With --lint: table, text (`file:line:col: ACL101 "
+        "message (fix: ...)`, one line per finding), json, sarif (SARIF 2.1.0) or github "
+        "(workflow commands). Default: table on a terminal, text otherwise. Without --lint: "
+        "table, or github (the table, then an ::error annotation per failing op at its "
+        "registration site).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", metavar="PATH", help="With --lint: write the --format output to PATH "
+        "instead of stdout.")] = None,
+    junit_xml: Annotated[Path | None, typer.Option(
+        "--junit-xml", metavar="PATH", help="Also write a JUnit XML file: one testcase per "
+        "op, failing ops failed with their reasons, ops not exercised skipped.")] = None,
 ) -> None:
     """List every registered op of the namespaces and check each one's meta impl against
     the real kernel: opcheck, output shapes/dtypes/strides, mutations vs the schema's `!`,
@@ -70,8 +82,16 @@ def check_meta(
     if lint or paths:
         if not lint:
             raise UsageError("PATH arguments are for --lint: add --lint, or drop the paths")
-        _lint(paths, json_path)
+        if junit_xml is not None:
+            raise UsageError("--junit-xml is for check-meta's ops: with --lint use --format "
+                             "sarif or github")
+        _lint(paths, json_path, fmt, output)
         return
+    if output is not None or fmt not in (None, "table", "github"):
+        raise UsageError(f"{'--output' if output is not None else '--format ' + str(fmt)} is "
+                         "for --lint: check-meta prints --format table or github; use --json "
+                         "PATH for its results")
+    check_output_path("--junit-xml", junit_xml)
     from aclcap.devices import resolve_device
     from aclcap.loading.libraries import BUNDLED, check_library_path
     from aclcap.loading.model_file import parse_shapes
@@ -125,6 +145,14 @@ def check_meta(
         write_json(json_path, meta_report.to_document(result, resolved, synthesized))
     console.print(meta_report.render(result, console.width))
     console.print(result.summary())
+    if fmt == "github" or junit_xml is not None:
+        from aclcap.report import ci
+
+        if fmt == "github":
+            for line in ci.check_meta_annotations(result):
+                console.file.write(line + "\n")
+        if junit_xml is not None:
+            junit_xml.write_text(ci.check_meta_junit(result))
     if synthesized is not None:
         for line in meta_report.synthesis_lines(synthesized):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
@@ -138,10 +166,27 @@ def check_meta(
     raise typer.Exit(EXIT_FAILED if failed else result.exit_code)
 
 
-def _lint(paths: list[Path] | None, json_path: str | None) -> None:
+def _lint(paths: list[Path] | None, json_path: str | None, fmt: str | None,
+          output: Path | None) -> None:
+    import sys
+
+    from aclcap.report import lint as lint_report
+
+    if fmt is not None and fmt not in lint_report.FORMATS:
+        raise UsageError(f"--format {fmt}: not a format; use one of "
+                         f"{', '.join(lint_report.FORMATS)}")
+    if output is not None and fmt == "table":
+        raise UsageError("--output writes text, json, sarif or github: pick one with --format")
+    check_output_path("--output", output)
+    if output is not None and str(output) == "-":
+        output = None
+    if fmt is None:
+        fmt = "table" if output is None and sys.stdout.isatty() else "text"
+    if json_path == "-" and fmt in ("json", "sarif") and output is None:
+        raise UsageError(f"--json - and --format {fmt} both want stdout: give one of them a "
+                         "file (--json PATH or --output PATH)")
     from aclcap.build import ops_dir
     from aclcap.meta.lint import lint
-    from aclcap.report import lint as lint_report
     from aclcap.report.layout import console_for, write_json
 
     targets = paths or [ops_dir()]
@@ -152,8 +197,21 @@ def _lint(paths: list[Path] | None, json_path: str | None) -> None:
     if json_path:
         write_json(json_path, lint_report.to_document(findings))
     console = console_for(json_path)
-    if findings:
-        console.print(lint_report.render(findings))
-    console.print(f"{len(findings)} concrete-size use(s) in meta impls under "
-                  f"{', '.join(str(p) for p in targets)}", highlight=False)
+    summary = (f"{len(findings)} concrete-size use(s) in meta impls under "
+               f"{', '.join(str(p) for p in targets)}")
+    if fmt == "table":
+        if findings:
+            console.print(lint_report.render(findings))
+        console.print(summary, highlight=False)
+    elif output is not None:
+        output.write_text(lint_report.formatted(findings, fmt))
+        console.print(f"{summary}; wrote {fmt} to {output}", highlight=False, soft_wrap=True)
+    else:
+        # Written as is, never through rich: a terminal's width must not wrap a line, and
+        # json/sarif on stdout must be the document alone.
+        # Lines go to stderr when --json - takes stdout, as the table does.
+        stream = sys.stderr if json_path == "-" else sys.stdout
+        stream.write(lint_report.formatted(findings, fmt))
+        if fmt in ("text", "github"):
+            stream.write(summary + "\n")
     raise typer.Exit(EXIT_FAILED if findings else EXIT_OK)

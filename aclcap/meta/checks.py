@@ -20,6 +20,7 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line
+from aclcap.meta.crashes import KERNEL_STEP, composite_reason
 from aclcap.meta.fakecheck import compare_fake, data_dependent_dims, run_fake
 from aclcap.meta.observe import RecordedCall, bind, named_tensors, observe
 from aclcap.meta.registry import MetaKind, meta_impl, resolve_overload
@@ -107,12 +108,7 @@ def check_writes(check: OpCheck, runs: list[RecordedCall]) -> None:
 
 
 def _composite_reason(check: OpCheck, error: str) -> str:
-    """A C++ composite that fails on fake tensors: where it is, what broke, the fix."""
-    where = check.meta_source.split("): ", 1)[0] + ")"
-    name = check.op._schema.name.split("::", 1)[1]
-    return (f"{where} fails on fake tensors, as torch.compile runs it: {error}; register "
-            f"it for its backend key (m.impl(\"{name}\", torch::kCPU, &fn)) and give it a "
-            "Meta kernel or register_fake")
+    return composite_reason(check.op._schema.name, check.meta_source, error)
 
 
 def _data_dependent(check: OpCheck, dims: list[str]) -> None:
@@ -290,10 +286,12 @@ DEFAULT_CHECKS: tuple[str, ...] = tuple(c for c in CHECKS if c != "opcheck_no_ao
 
 def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
              checks: Iterable[str] = DEFAULT_CHECKS, *, meta_kind: MetaKind | None = None,
-             meta_source: str = "", strict: bool = False) -> CheckOutcome:
+             meta_source: str = "", strict: bool = False,
+             on_check: Callable[[str], None] | None = None) -> CheckOutcome:
     """Run the real kernel once per sample, then each named check over those calls, in
     order; reasons name argument or output. `meta_kind` defaults to what the dispatcher
-    says now (a fake registered since listing the ops counts)."""
+    says now (a fake registered since listing the ops counts). `on_check` hears each step's
+    name before it runs (`kernel`, then each check): the worker's crash attribution."""
     overload = resolve_overload(op) if isinstance(op, str) else op
     if meta_kind is None:
         meta_kind = meta_impl(overload._schema.name + (
@@ -301,6 +299,8 @@ def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
             overload)[0]
     check = OpCheck(overload, meta_kind, meta_source, strict)
     runs, rejected = [], []
+    if on_check:
+        on_check(KERNEL_STEP)
     for sample in samples:
         try:
             runs.append(observe(overload, sample.args, sample.kwargs))
@@ -314,5 +314,7 @@ def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
         check.out.note(f"the kernel rejects {len(rejected)} of {len(rejected) + len(runs)} "
                        f"samples ({rejected[0]}): the meta is judged on the others")
     for name in checks:
+        if on_check:
+            on_check(name)
         CHECKS[name](check, runs)
     return check.out

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aclcap.meta.lint_rules import HINTS
+from aclcap.meta.lint_types import declared_types, on_a_list
 from aclcap.status import Finding
 
 try:
@@ -33,22 +35,6 @@ except ImportError as error:  # a declared dependency: a broken install, not an 
 
 ESCAPE = "symbolic-meta-ok:"
 
-_DATA_DEPENDENT = ("data-dependent: use torch.library.get_ctx().new_dynamic_size() for an "
-                   "output size that depends on values")
-HINTS = {
-    "size()": "use sym_size(i): size(i) specializes the dim",
-    "sizes()": "use sym_sizes(): sizes() specializes every dim",
-    "numel()": "use sym_numel(): numel() specializes the element count",
-    "at::empty({...})": "use at::empty_symint(c10::SymDimVector{...}, options): a braced list "
-                        "of sizes is int64_t",
-    "empty_symint({...})": "spell the sizes c10::SymDimVector{...}: a bare braced list can "
-                           "pick the int64_t overload",
-    "std::vector<int64_t>": "hold shapes in c10::SymDimVector",
-    "SmallVector<int64_t>": "hold shapes in c10::SymDimVector (SmallVector<c10::SymInt, N>)",
-    ".item()": _DATA_DEPENDENT,
-    ".tolist()": _DATA_DEPENDENT,
-    "int(size)": "keep sizes symbolic: use the SymInt itself, not int()",
-}
 _CPP_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".cu", ".h", ".hh", ".hpp", ".cuh"})
 _CPP_METHODS = {"size": "size()", "sizes": "sizes()", "numel": "numel()", "item": ".item()"}
 _FACTORIES = frozenset(f"{ns}::{fn}" for ns in ("at", "torch")
@@ -372,12 +358,16 @@ def _cpp_rule(node: Node) -> str | None:
 
 def _lint_cpp(impl: _Impl) -> Iterator[Finding]:
     lines = impl.unit.lines
-    for node in _walk(impl.node):
+    nodes = list(_walk(impl.node))
+    types = declared_types(nodes)
+    for node in nodes:
         rule = _cpp_rule(node)
         line = node.start_point[0] + 1
+        if rule in _CPP_METHODS.values() and on_a_list(node, types):
+            continue  # a list's length (IntArrayRef, std::vector, ...), not a tensor's dim
         if rule and not _exempt(lines, line):
             yield Finding(HINTS[rule], file=str(impl.unit.path), line=line, rule=rule,
-                          code=lines[line - 1].strip())
+                          code=lines[line - 1].strip(), column=node.start_point[1] + 1)
 
 
 def _last_name(node: ast.expr) -> str | None:
@@ -467,7 +457,8 @@ def _lint_python(path: Path) -> Iterator[Finding]:
             rule = _python_rule(node)
             if rule and not _exempt(lines, node.lineno):
                 code = lines[node.lineno - 1].strip()
-                yield Finding(HINTS[rule], file=str(path), line=node.lineno, rule=rule, code=code)
+                yield Finding(HINTS[rule], file=str(path), line=node.lineno, rule=rule,
+                              code=code, column=node.col_offset + 1)
 
 
 def _parse_cpp(path: Path) -> _Unit:
@@ -501,4 +492,4 @@ def lint(paths: list[Path]) -> list[Finding]:
     findings = [f for impl in _cpp_impls(units) for f in _lint_cpp(impl)]
     findings += [f for path in files if path.suffix == ".py" for f in _lint_python(path)]
     unique = {(f.file, f.line, f.rule): f for f in findings}
-    return sorted(unique.values(), key=lambda f: (f.file, f.line))
+    return sorted(unique.values(), key=lambda f: (f.file, f.line, f.column))

@@ -1,5 +1,6 @@
 """What check-meta's parent and worker say to each other: one request on the worker's stdin,
-then one JSON line per event on its result pipe (`ready`, `error`, `start`, `result`).
+then one JSON line per event on its result pipe (`ready`, `error`, `start`, `check`,
+`result`).
 Typed here once, so runner.py builds them and worker.py reads them by field, not by key."""
 
 from __future__ import annotations
@@ -66,6 +67,15 @@ class Start:
 
 
 @dataclass(frozen=True)
+class CheckStart:
+    """One step of an op's checks is about to run (`kernel`: the real kernel on the samples,
+    else a name in checks.CHECKS): a crash from here on happened in it."""
+
+    op: str
+    check: str
+
+
+@dataclass(frozen=True)
 class Result:
     op: str
     status: Status
@@ -76,8 +86,9 @@ class Result:
     synthesis: dict | None = None  # mode "observe": Observation.to_dict()
 
 
-Event = Ready | Error | Start | Result
-_NAMES: dict[type, str] = {Ready: "ready", Error: "error", Start: "start", Result: "result"}
+Event = Ready | Error | Start | CheckStart | Result
+_NAMES: dict[type, str] = {Ready: "ready", Error: "error", Start: "start",
+                           CheckStart: "check", Result: "result"}
 
 
 def event_line(event: Event) -> str:

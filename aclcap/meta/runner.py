@@ -10,7 +10,8 @@ from pathlib import Path
 from aclcap.errors import UsageError
 from aclcap.loading.libraries import custom_namespaces, load_libraries, registered_namespaces
 from aclcap.meta._process import WorkerProcess
-from aclcap.meta.messages import Error, OpRequest, Result, Start, WorkerRequest
+from aclcap.meta.crashes import crash_outcome
+from aclcap.meta.messages import CheckStart, Error, OpRequest, Result, Start, WorkerRequest
 from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.registry import MetaKind, OpInfo, list_ops
 from aclcap.status import FAILING, Finding, Severity, Status
@@ -150,7 +151,7 @@ def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
                 return results
             if isinstance(ready, Error):
                 raise UsageError(ready.message)
-            current = None
+            current, step = None, None
             while pending:
                 try:
                     event = worker.next_event(options.timeout_s if current
@@ -168,11 +169,15 @@ def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
                     blame_all(Status.CRASHED, worker.death())
                     return results
                 if event is None:
-                    results[current] = _Checked(Status.CRASHED, [Finding(worker.death())])
+                    op = next(p for p in pending if p.qualname == current)
+                    results[current] = _Checked(*crash_outcome(
+                        current, op.meta_kind, op.meta_source, step, worker.death()))
                     done(current)
                     break
                 if isinstance(event, Start):
-                    current = event.op
+                    current, step = event.op, None
+                elif isinstance(event, CheckStart):
+                    step = event.check
                 elif isinstance(event, Result):
                     results[event.op] = _Checked(event.status, event.findings,
                                                  event.sample_count, event.sample_sources,

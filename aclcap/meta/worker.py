@@ -28,7 +28,15 @@ def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator
 def main() -> None:
     out = os.fdopen(int(os.environ[RESULT_FD_ENV]), "w", buffering=1)
 
-    from aclcap.meta.messages import Error, Ready, Result, Start, WorkerRequest, event_line
+    from aclcap.meta.messages import (
+        CheckStart,
+        Error,
+        Ready,
+        Result,
+        Start,
+        WorkerRequest,
+        event_line,
+    )
 
     def emit(event: Any) -> None:
         out.write(event_line(event) + "\n")
@@ -67,7 +75,8 @@ def main() -> None:
             sources = ([f"{len(declared)} declared"] if declared else []) + (
                 [f"{len(from_model)} from {', '.join(sites)}"] if from_model else [])
             outcome = check_op(op.qualname, [*declared, *from_model], meta_kind=op.meta_kind,
-                               meta_source=op.meta_source, strict=request.strict)
+                               meta_source=op.meta_source, strict=request.strict,
+                               on_check=lambda name, op=op: emit(CheckStart(op.qualname, name)))
             emit(Result(op.qualname, outcome.status, outcome.findings, outcome.sample_count,
                         sources, outcome.data_dependent))
         except Exception as exc:  # a check that raises fails that op, not the run

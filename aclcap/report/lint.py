@@ -1,15 +1,23 @@
-"""`aclcap check-meta --lint`: one row per concrete-size use in a meta impl."""
+"""`aclcap check-meta --lint`: its findings as a table, compiler-style text, JSON, SARIF 2.1.0
+or GitHub workflow commands (README: lint output formats)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+import aclcap
+from aclcap.meta.lint_rules import HINTS, RULE_IDS, SUMMARIES
 from aclcap.report.layout import document, short_paths
 
 if TYPE_CHECKING:
     from aclcap.meta.lint import Finding
+
+FORMATS = ("table", "text", "json", "sarif", "github")
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def render(findings: list[Finding], width: int | None = None) -> Table:
@@ -24,3 +32,82 @@ def render(findings: list[Finding], width: int | None = None) -> Table:
 
 def to_document(findings: list[Finding]) -> dict:
     return document("check-meta --lint", "cpu", [f.to_dict() for f in findings])
+
+
+def text_lines(findings: list[Finding]) -> list[str]:
+    """`file:line:col: ACL101 message (fix: ...)`, the form gcc, clang-tidy and ruff print:
+    editors jump to it and grep finds it (a line is never wrapped)."""
+    return [f"{short_paths(f.file)}:{f.line}:{max(f.column, 1)}: {f.rule_id} {SUMMARIES[f.rule]}"
+            f" (fix: {f.hint})" for f in findings]
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_command(level: str, message: str, file: str = "", line: int = 0,
+                   column: int = 0, title: str = "") -> str:
+    """One GitHub Actions workflow command (`::error file=...,line=...::message`), escaped as
+    the runner decodes it; properties without a value are left out."""
+    props = [f"{key}={_escape_property(str(value))}" for key, value in
+             (("file", short_paths(file)), ("line", line), ("col", column), ("title", title))
+             if value]
+    return f"::{level} {','.join(props)}::{_escape_data(message)}" if props \
+        else f"::{level}::{_escape_data(message)}"
+
+
+def github_lines(findings: list[Finding]) -> list[str]:
+    """One `::error` annotation per finding, on its file, line and column."""
+    return [github_command("error", f"{SUMMARIES[f.rule]} (fix: {f.hint})", f.file, f.line,
+                           f.column, f"{f.rule_id} {f.rule}") for f in findings]
+
+
+def _uri(file: str) -> str:
+    """Relative to the working directory (the repository root in CI, which is what code
+    scanning resolves against), else an absolute file URI."""
+    path = Path(file)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_uri()
+
+
+def to_sarif(findings: list[Finding]) -> dict:
+    """A SARIF 2.1.0 log: one run whose driver lists every rule (ids stable, so ruleIndex is
+    too) and one result per finding at its physical location."""
+    index = {rule: i for i, rule in enumerate(RULE_IDS)}
+    rules = [{"id": rule_id, "name": rule,
+              "shortDescription": {"text": SUMMARIES[rule]},
+              "fullDescription": {"text": f"{SUMMARIES[rule]}: {HINTS[rule]}"},
+              "help": {"text": HINTS[rule]},
+              "defaultConfiguration": {"level": "error"}}
+             for rule, rule_id in RULE_IDS.items()]
+    results = []
+    for f in findings:
+        region: dict = {"startLine": f.line}
+        if f.column:
+            region["startColumn"] = f.column
+        if f.code:
+            region["snippet"] = {"text": f.code}
+        results.append({
+            "ruleId": f.rule_id, "ruleIndex": index[f.rule], "level": "error",
+            "message": {"text": f"{SUMMARIES[f.rule]} (fix: {f.hint})"},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": _uri(f.file)}, "region": region}}]})
+    driver = {"name": "aclcap", "version": aclcap.__version__, "rules": rules}
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0",
+            "runs": [{"tool": {"driver": driver}, "results": results}]}
+
+
+def formatted(findings: list[Finding], fmt: str) -> str:
+    """The whole output of one non-table format, ending in a newline."""
+    if fmt == "json":
+        return json.dumps(to_document(findings), indent=2) + "\n"
+    if fmt == "sarif":
+        return json.dumps(to_sarif(findings), indent=2) + "\n"
+    lines = text_lines(findings) if fmt == "text" else github_lines(findings)
+    return "".join(line + "\n" for line in lines)

@@ -1,0 +1,27 @@
+"""`aclcap.testing.check_op(op, samples)`: check-meta's battery for one op, in the calling
+process, as an assertion: a drop-in for the `opcheck` helper op projects write in their
+test suites, covering more (mutations both ways, dynamic-shape specialization, fake vs real
+strides, torch.compile fullgraph)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from aclcap.meta import checks as meta_checks
+from aclcap.meta.sample_inputs import SampleInput
+from aclcap.status import Severity
+
+
+def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
+             checks: Iterable[str] = meta_checks.DEFAULT_CHECKS, *,
+             strict: bool = False) -> None:
+    """Run the checks on `samples` (aclcap.SampleInput) of `op` (`ns::name.overload` or the
+    OpOverload); raise AssertionError naming the op and every reason if any check fails.
+    Kernels run here: a segfault ends the process (the pytest plugin runs them in a worker
+    instead)."""
+    outcome = meta_checks.check_op(op, samples, checks, strict=strict)
+    errors = [f.message for f in outcome.findings if f.severity is Severity.ERROR]
+    if errors:
+        raise AssertionError(f"{op}: " + "; ".join(errors))
