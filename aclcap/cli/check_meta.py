@@ -125,6 +125,8 @@ def check_meta(
         write_json(json_path, meta_report.to_document(result, resolved, synthesized))
     console.print(meta_report.render(result, console.width))
     console.print(result.summary())
+    if durations := meta_report.durations_line(result):
+        console.print(durations, highlight=False, markup=False, soft_wrap=True)
     if synthesized is not None:
         for line in meta_report.synthesis_lines(synthesized):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
