@@ -42,6 +42,10 @@ def test_json_structure_and_units(saved):
         assert r["device_us"] is None  # no device events on cpu
     assert rows[(1, "graph")]["mechanism"] == "aoti" and rows[(1, "graph")]["launches"] == 1
     assert rows[(1, "eager")]["speedup_vs_eager"] == 1.0
+    lo, hi = rows[(1, "graph")]["speedup_ci"]  # the bootstrap interval of the median
+    assert lo <= rows[(1, "graph")]["speedup_vs_eager"] <= hi
+    half = f"±{(hi - lo) / 2:.2f}"
+    assert half in run.stderr, run.stderr
     assert "removed" in run.stderr and "of eager's step time" in run.stderr
 
 
@@ -80,6 +84,7 @@ def test_baseline_round_trip_passes_and_doctored_baseline_fails(saved):
                  "--max-regression", "0.5")
     assert run.code == 1
     assert "regression: size 2 graph/eager" in run.stdout
+    assert "size 1 graph/eager" not in run.stdout  # a rerun of the same code: not flagged
 
 
 def test_op_microbenchmarks_measure_every_op_against_its_floor(bundled):

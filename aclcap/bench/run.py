@@ -15,6 +15,7 @@ from aclcap.bench.floor import StepBytes, read_bandwidth, step_bytes
 from aclcap.bench.modes import MODES
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
+from aclcap.bench.stats import median_ci
 from aclcap.bench.timing import (
     BlockTime,
     median_p90,
@@ -44,6 +45,7 @@ class BenchRow:
     device_us: float | None
     launches: int | None
     speedup_vs_eager: float | None = None
+    speedup_ci: list[float] | None = None  # bootstrap 95% interval of speedup_vs_eager
     spread: float = 0.0  # p90 / median over rounds
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
     floor_us: float | None = None  # the step's bytes at the measured read bandwidth
@@ -243,9 +245,11 @@ def set_floors(report: BenchReport, model: torch.nn.Module, inputs: Callable[[in
 def set_speedups(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]]) -> None:
     """Each row's speedup over eager at its size: the median of the per-round ratios, so
     that a round slowed by the machine as a whole (a shared host, another process) slows
-    both sides of its ratio instead of one side of a ratio of medians."""
+    both sides of its ratio instead of one side of a ratio of medians; with its bootstrap
+    95% interval, so a reader (and --baseline) knows how far to trust it."""
     for row in rows:
         eager, mine = rounds.get((row.size, "eager")), rounds.get((row.size, row.mode))
         if eager and mine:
-            row.speedup_vs_eager = statistics.median(e / m for e, m in zip(eager, mine,
-                                                                           strict=False))
+            ratios = [e / m for e, m in zip(eager, mine, strict=False)]
+            row.speedup_vs_eager = statistics.median(ratios)
+            row.speedup_ci = [round(x, 4) for x in median_ci(ratios)]

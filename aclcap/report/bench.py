@@ -13,7 +13,7 @@ from aclcap.report import profile
 from aclcap.report.layout import WIDE, Col, document, line, num, short, table, times
 
 if TYPE_CHECKING:
-    from aclcap.bench.run import BenchReport
+    from aclcap.bench.run import BenchReport, BenchRow
 
 _BENCH = (Col("size", "size"), Col("mode", "mode", True), Col("mechanism", None, True),
           Col("step median\n(µs)", "med µs"), Col("step p90\n(µs)", "p90 µs"),
@@ -52,9 +52,16 @@ def bench_table(result: BenchReport, width: int) -> Table:
     title += f"\n(graph mode: {result.mechanism}{tuned})" if width < WIDE or tuned else ""
     rows = ([str(r.size), r.mode, r.mechanism, short(r.step_median_us, 1, 1000),
              short(r.step_p90_us, 1, 1000), short(r.host_us, 1, 1000),
-             short(r.device_us, 1, 1000), num(r.launches, "d"), times(r.speedup_vs_eager)]
+             short(r.device_us, 1, 1000), num(r.launches, "d"), _speedup(r)]
             for r in result.rows)
     return table(title, _BENCH, rows, width >= WIDE)
+
+
+def _speedup(row: BenchRow) -> str:
+    """`1.80x ±0.06`: the speedup and the half width of its 95% interval."""
+    if row.speedup_ci is None or row.speedup_vs_eager is None or row.mode == "eager":
+        return times(row.speedup_vs_eager)
+    return f"{times(row.speedup_vs_eager)} ±{(row.speedup_ci[1] - row.speedup_ci[0]) / 2:.2f}"
 
 
 def bench_lines(result: BenchReport) -> list[str]:
