@@ -31,7 +31,8 @@ def test_json_structure_and_units(saved):
     run, _ = saved
     assert run.code == 0, run.stderr
     doc = run.json()
-    assert doc["command"] == "bench" and doc["device"] == "cpu" and doc["rounds"] == 5
+    # at least the rounds asked for: more while a row's spread is wide (--max-time)
+    assert doc["command"] == "bench" and doc["device"] == "cpu" and doc["rounds"] >= 5
     keys = {"size", "mode", "mechanism", "step_median_us", "step_p90_us", "host_us",
             "device_us", "launches", "speedup_vs_eager"}
     rows = {(r["size"], r["mode"]): r for r in doc["results"]}

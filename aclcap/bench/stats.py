@@ -6,6 +6,9 @@ dependency."""
 
 from __future__ import annotations
 
+import math
+
+UNSTABLE_SPREAD = 1.25  # p90 / median past which a row's rounds disagree too much to trust
 RESAMPLES = 2000
 LEVEL = 0.95
 
@@ -27,8 +30,11 @@ def median_ci(values: list[float], seed: int = 0) -> tuple[float, float]:
 
 def ratio_interval(now: float, now_ci: tuple[float, float] | None, then: float,
                    then_ci: tuple[float, float] | None) -> tuple[float, float]:
-    """The interval of now / then from each side's own interval (None: a point), taken at
-    its widest: the change is certain only where every value either side allows agrees."""
+    """The interval of now / then from each side's own interval (None: a point): two
+    independent runs, so their log widths add in quadrature, each side of the interval
+    from the sides of the two that move it that way."""
     now_lo, now_hi = now_ci or (now, now)
     then_lo, then_hi = then_ci or (then, then)
-    return now_lo / then_hi, now_hi / then_lo
+    down = math.hypot(math.log(now / now_lo), math.log(then_hi / then))
+    up = math.hypot(math.log(now_hi / now), math.log(then / then_lo))
+    return now / then * math.exp(-down), now / then * math.exp(up)

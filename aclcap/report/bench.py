@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import RenderableType
 from rich.table import Table
 
+from aclcap.bench.stats import UNSTABLE_SPREAD
 from aclcap.report import profile
 from aclcap.report.layout import WIDE, Col, document, line, num, short, table, times
 
@@ -50,7 +51,8 @@ def bench_table(result: BenchReport, width: int) -> Table:
             f"{result.rounds} interleaved rounds{ranks}"
     tuned = ", tuned by --max-autotune" if result.max_autotune else ""
     title += f"\n(graph mode: {result.mechanism}{tuned})" if width < WIDE or tuned else ""
-    rows = ([str(r.size), r.mode, r.mechanism, short(r.step_median_us, 1, 1000),
+    rows = ([str(r.size), r.mode + (f" unstable (spread {r.spread:.2f})" if r.unstable else ""),
+             r.mechanism, short(r.step_median_us, 1, 1000),
              short(r.step_p90_us, 1, 1000), short(r.host_us, 1, 1000),
              short(r.device_us, 1, 1000), num(r.launches, "d"), _speedup(r)]
             for r in result.rows)
@@ -65,7 +67,10 @@ def _speedup(row: BenchRow) -> str:
 
 
 def bench_lines(result: BenchReport) -> list[str]:
-    lines = []
+    lines = [f"size {r.size} {r.mode}: unstable, its p90 {r.spread:.2f}x its median over "
+             f"{result.rounds} rounds (past {UNSTABLE_SPREAD}, rounds extended within "
+             "--max-time): trust its ratios less, or rerun on a quieter machine"
+             for r in result.rows if r.unstable]
     what = "step time" if result.device == "cpu" else "host time per step"
     for size, share in result.host_overhead_removed().items():
         lines.append(f"size {size}: graph replay ({result.mechanism}) removed {share:.0%} of "
