@@ -45,6 +45,12 @@ def test_tiny_llama_float32_matches_eager(tiny_fp32):
     assert trace["graph_count"] == 1 and trace["graph_breaks"] == []
     assert set(trace["custom_ops_in_graph"]) == {f"aclcap::{n}" for n in aclcap_ops.OPS}
     assert "mechanism: aoti (AOTInductor" in run.stderr
+    phases = doc["phases_s"]  # where the time went, in order; the cold run compiles
+    assert list(phases) == ["prepare", "trace", "compile_log", "export", "compile_or_load",
+                            "capture", "replay"]
+    assert all(s >= 0 for s in phases.values()) and "phases: prepare " in run.stderr
+    warm = tiny_fp32[1].json()["phases_s"]  # the artifact from the cache: loaded, not built
+    assert warm["compile_or_load"] < phases["compile_or_load"] / 2
     for r in doc["results"]:  # tiny_llama sets LOGITS = True
         assert r["replays"] == 2 and r["token_agreement"] == 1.0 and r["max_logprob_err"] < 1e-3
     first, *again = trace["recompiles"]  # sizes dims marked dynamic: one compile, then 0/1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from aclcap.bench.stats import ratio_interval
 from aclcap.errors import UsageError
 
 
@@ -25,28 +26,47 @@ def load_baseline(baseline_path: str) -> dict:
 
 def regressions(current: dict, baseline: dict, max_regression: float) -> list[str]:
     """Rows whose ratio to their reference (graph/eager, kernel/reference) grew past
-    `max_regression` relative to the baseline: ratios, so the machine's speed cancels."""
+    `max_regression` relative to the baseline: ratios, so the machine's speed cancels. Where
+    both runs give the ratio's interval (`speedup_ci`), only a growth whose whole interval
+    lies past the threshold counts: a noisy rerun of the same code is not a regression."""
     found = []
-    for label, now, then in _ratio_pairs(current, baseline):
-        if now > then * (1 + max_regression):
+    for label, (now, now_ci), (then, then_ci) in _ratio_pairs(current, baseline):
+        low, high = ratio_interval(now, now_ci, then, then_ci)
+        if low > 1 + max_regression:
+            sure = f", 95% interval +{(low - 1) * 100:.0f}% to +{(high - 1) * 100:.0f}%" \
+                if now_ci or then_ci else ""
             found.append(f"{label}: {now:.3f} vs baseline {then:.3f} "
-                         f"(+{(now / then - 1) * 100:.0f}% > {max_regression * 100:.0f}%)")
+                         f"(+{(now / then - 1) * 100:.0f}% > {max_regression * 100:.0f}%"
+                         f"{sure})")
     return found
 
 
-def _ratios(doc: dict) -> dict[str, float]:
-    ratios = {}
+Ratio = tuple[float, tuple[float, float] | None]  # the point, and its interval if known
+
+
+def _ratios(doc: dict) -> dict[str, Ratio]:
+    ratios: dict[str, Ratio] = {}
     eager = {r["size"]: r["step_median_us"] for r in doc.get("results", [])
              if r["mode"] == "eager"}
     for r in doc.get("results", []):
         if r["mode"] != "eager" and r["size"] in eager:
-            ratios[f"size {r['size']} {r['mode']}/eager"] = r["step_median_us"] / eager[r["size"]]
+            point = r["step_median_us"] / eager[r["size"]]
+            ratios[f"size {r['size']} {r['mode']}/eager"] = (point, _interval(point, r))
     for r in doc.get("ops", []):
         ratios[f"op {r['op']} {r['dtype']} {r['shape']} kernel/reference"] = \
-            r["kernel_us"] / r["reference_us"]
+            (r["kernel_us"] / r["reference_us"], None)
     return ratios
 
 
-def _ratio_pairs(current: dict, baseline: dict) -> list[tuple[str, float, float]]:
+def _interval(point: float, row: dict) -> tuple[float, float] | None:
+    """The mode/eager ratio's interval: the speedup's (its inverse) as a relative width
+    around the point (None for a document from before intervals)."""
+    speedup, ci = row.get("speedup_vs_eager"), row.get("speedup_ci")
+    if not speedup or not ci:
+        return None
+    return point * speedup / ci[1], point * speedup / ci[0]
+
+
+def _ratio_pairs(current: dict, baseline: dict) -> list[tuple[str, Ratio, Ratio]]:
     now, then = _ratios(current), _ratios(baseline)
     return [(label, now[label], then[label]) for label in now if label in then]

@@ -12,6 +12,7 @@ from aclcap.graph.options import StepOptions
 class BenchOptions(StepOptions):
     modes: tuple[str, ...] = ("eager", "compiled", "graph")
     rounds: int = 7  # interleaved rounds; medians and p90 are over them
+    max_time_s: float = 20.0  # timing budget: rounds extend within it while a spread is wide
     pad: bool = False  # also time the sizes between capture sizes, padded
     profile: bool = False  # also profile a few steps of each size and mode
 
@@ -19,6 +20,7 @@ class BenchOptions(StepOptions):
         **StepOptions.CACHE_IGNORED,
         "modes": "which timings run, not what graph mode replays",
         "rounds": "how long the timing runs",
+        "max_time_s": "how long the timing may extend",
         "pad": "pads inputs to a captured size: the artifact is the same",
         "profile": "observes the steps after timing",
     }

@@ -4,6 +4,7 @@ in rounds in one process so machine drift cancels (README: timing method)."""
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from aclcap.bench.floor import StepBytes, read_bandwidth, step_bytes
 from aclcap.bench.modes import MODES
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
+from aclcap.bench.stats import UNSTABLE_SPREAD, median_ci
 from aclcap.bench.timing import (
     BlockTime,
     median_p90,
@@ -28,6 +30,7 @@ from aclcap.graph.padding import pad_to, padded_sizes
 from aclcap.graph.step import prepare_step
 
 WARMUP_STEPS = 3
+MAX_ROUNDS = 60  # extended rounds stop here whatever --max-time allows
 SETTLED_STEPS = 50  # --nproc on cpu: steps per block, each timed alone (see settle)
 
 
@@ -44,7 +47,9 @@ class BenchRow:
     device_us: float | None
     launches: int | None
     speedup_vs_eager: float | None = None
+    speedup_ci: list[float] | None = None  # bootstrap 95% interval of speedup_vs_eager
     spread: float = 0.0  # p90 / median over rounds
+    unstable: bool = False  # spread past UNSTABLE_SPREAD even after extended rounds
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
     floor_us: float | None = None  # the step's bytes at the measured read bandwidth
     over_floor: float | None = None  # step median / floor
@@ -194,15 +199,21 @@ def run_bench(options: BenchOptions,
         blocks = {key: min(max(b[key] for b in every), cap or 10**9) for key in blocks}
         settle_each_call(False)  # settled outside the timed spans only
     timings: dict[tuple[int, str], list] = {key: [] for key in steps}
-    try:
-        for r in range(rounds):
-            progress(f"round {r + 1} of {rounds}", done + r)
-            with torch.no_grad():
-                for key, fn in steps.items():  # every (size, mode) once per round
-                    settle(force=rank is not None)
-                    timings[key].append(
-                        time_settled_steps(fn, blocks[key], lambda: settle(force=True))
-                        if settled else time_block(fn, blocks[key], resolved))
+
+    def one_round(r: int) -> None:
+        progress(f"round {r + 1} of {rounds}" if r < rounds else
+                 f"round {r + 1}: extending, a spread is past {UNSTABLE_SPREAD}",
+                 done + min(r, rounds - 1))
+        with torch.no_grad():
+            for key, fn in steps.items():  # every (size, mode) once per round
+                settle(force=rank is not None)
+                timings[key].append(
+                    time_settled_steps(fn, blocks[key], lambda: settle(force=True))
+                    if settled else time_block(fn, blocks[key], resolved))
+
+    try:  # ranks run in lockstep: no rank may extend alone
+        report.rounds = run_rounds(one_round, lambda: _spreads(timings), rounds,
+                                   options.max_time_s if rank is None else 0.0)
     except KeyboardInterrupt:
         report.interrupted = True
     report.raw = timings
@@ -221,11 +232,35 @@ def run_bench(options: BenchOptions,
         report.rows.append(BenchRow(size, mode, "eager" if mode == "eager" else
                                     "inductor" if mode == "compiled" else backend.mechanism,
                                     med, p90, host, dev, launches[(size, mode)],
-                                    spread=p90 / med))
+                                    spread=p90 / med, unstable=p90 / med > UNSTABLE_SPREAD))
     set_speedups(report.rows, {key: [t.step_us for t in timed]
                                for key, timed in timings.items()})
     set_floors(report, model, step.inputs, capture_sizes)
     return report
+
+
+def _spreads(timings: dict[tuple[int, str], list]) -> list[float]:
+    spreads = []
+    for timed in timings.values():
+        if timed:
+            med, p90 = median_p90([t.step_us for t in timed])
+            spreads.append(p90 / med)
+    return spreads
+
+
+def run_rounds(one_round: Callable[[int], None], spreads: Callable[[], list[float]],
+               rounds: int, max_time_s: float) -> int:
+    """`rounds` rounds, then more while any (size, mode)'s spread (p90 / median over its
+    rounds) is past UNSTABLE_SPREAD and the timing has run under `max_time_s` (pyperf's
+    calibration, bounded): a noisy moment gets outvoted before a row is called unstable.
+    Returns the rounds run."""
+    started = time.perf_counter()
+    done = 0
+    while done < rounds or (done < MAX_ROUNDS and time.perf_counter() - started < max_time_s
+                            and any(s > UNSTABLE_SPREAD for s in spreads())):
+        one_round(done)
+        done += 1
+    return done
 
 
 def set_floors(report: BenchReport, model: torch.nn.Module, inputs: Callable[[int], tuple],
@@ -243,9 +278,11 @@ def set_floors(report: BenchReport, model: torch.nn.Module, inputs: Callable[[in
 def set_speedups(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]]) -> None:
     """Each row's speedup over eager at its size: the median of the per-round ratios, so
     that a round slowed by the machine as a whole (a shared host, another process) slows
-    both sides of its ratio instead of one side of a ratio of medians."""
+    both sides of its ratio instead of one side of a ratio of medians; with its bootstrap
+    95% interval, so a reader (and --baseline) knows how far to trust it."""
     for row in rows:
         eager, mine = rounds.get((row.size, "eager")), rounds.get((row.size, row.mode))
         if eager and mine:
-            row.speedup_vs_eager = statistics.median(e / m for e, m in zip(eager, mine,
-                                                                           strict=False))
+            ratios = [e / m for e, m in zip(eager, mine, strict=False)]
+            row.speedup_vs_eager = statistics.median(ratios)
+            row.speedup_ci = [round(x, 4) for x in median_ci(ratios)]

@@ -3,6 +3,7 @@ replay on fresh inputs and prove the replay matches eager (outputs and mutated i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -61,6 +62,9 @@ class CaptureReport:
     # failed cross-rank checks.
     rank_rows: list[CaptureRow] = field(default_factory=list)
     cross_rank: list[str] = field(default_factory=list)
+    # Wall seconds per phase, in order: prepare (import the model file, build the model),
+    # trace, capture (export, compile or load the artifact, capture, per size), replay.
+    phases_s: dict[str, float] = field(default_factory=dict)
 
     def totals(self) -> dict[str, Any]:
         """Capture time and memory over all sizes, against the largest single graph: one
@@ -133,7 +137,12 @@ def run_capture(options: CaptureOptions,
     """The whole capture pipeline of one model file; bad input raises UsageError.
     `on_progress(message, done, total)` is told each step: trace, capture and replay per
     size, padded sizes, bisection."""
-    return capture_step(prepare_step(options), options, on_progress)
+    started = time.perf_counter()
+    step = prepare_step(options)
+    prepared = time.perf_counter() - started
+    report = capture_step(step, options, on_progress)
+    report.phases_s = {"prepare": round(prepared, 3), **report.phases_s}
+    return report
 
 
 def capture_step(step: StepContext, options: CaptureOptions,
@@ -151,11 +160,13 @@ def capture_step(step: StepContext, options: CaptureOptions,
         done += 1
 
     advance("tracing with torch.compile")
+    clock = _PhaseClock()
     trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)
     mechanism = step.backend.mechanism
     report = CaptureReport(step.spec.name, step.device, step.dtype_name, mechanism, [], trace,
                            options.fullgraph, options.fail_on_recompile,
-                           str(step.spec.path))
+                           str(step.spec.path), phases_s=clock.phases)
+    clock.lap("trace")
     if failure := trace.error_line():  # what cannot be traced cannot be captured
         report.rows = failed_rows(sizes, mechanism, [failure])
         return report
@@ -176,6 +187,7 @@ def capture_step(step: StepContext, options: CaptureOptions,
     finally:
         trace.recompiles = log.compiles
         report.backend = step.backend.summary()
+        clock.lap("capture", step.backend.phases_s)
     by_size = report.captured = {c.size: c for c in captured}
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")
@@ -190,5 +202,26 @@ def capture_step(step: StepContext, options: CaptureOptions,
         advance("bisecting the first diverging node")
         failing = next(r for r in report.rows if r.status == Status.FAIL)
         report.bisect = first_diverging_node(step, step.inputs(failing.padded_to or failing.size))
+    clock.lap("replay")
     advance("done")
     return report
+
+
+class _PhaseClock:
+    """Seconds since the previous lap, kept under the phase's name: where a run's time went,
+    so a user iterating on one op sees which phase to blame."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def lap(self, name: str, parts: dict[str, float] | None = None) -> None:
+        """`parts`: the lap as its own code split it (a backend's export, compile or load,
+        capture), in its order; what the parts leave of the lap is added under `name`, so
+        the phases always sum to the run."""
+        now = time.perf_counter()
+        rest = now - self.last - sum((parts or {}).values())
+        for part, seconds in (parts or {}).items():
+            self.phases[part] = seconds
+        self.phases[name] = round(self.phases.get(name, 0.0) + max(rest, 0.0), 3)
+        self.last = now

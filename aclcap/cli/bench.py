@@ -41,6 +41,9 @@ def bench(
                      ] = "eager,compiled,graph",
     rounds: Annotated[int, typer.Option(min=5, help="Interleaved rounds (at least 5); medians and "
                       "p90 are over rounds.")] = 7,
+    max_time: Annotated[float, typer.Option("--max-time", min=0, help="Seconds the timing may "
+                        "run: past --rounds, rounds extend while a row's spread (p90/median) "
+                        "is past 1.25; a row still past it is flagged unstable.")] = 20.0,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Also plot "
                     "step time against size, one line per mode (needs the plot extra).")
                     ] = None,
@@ -96,7 +99,8 @@ def bench(
     options = BenchOptions(
         model=str(model) if model else None, shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,
-        port=port, modes=chosen, rounds=rounds, pad=pad, profile=profile)
+        port=port, modes=chosen, rounds=rounds, pad=pad, profile=profile,
+        max_time_s=max_time)
     from aclcap.bench.run import run_bench
 
     quiet_torch()

@@ -145,6 +145,8 @@ def check_meta(
         write_json(json_path, meta_report.to_document(result, resolved, synthesized))
     console.print(meta_report.render(result, console.width))
     console.print(result.summary())
+    if durations := meta_report.durations_line(result):
+        console.print(durations, highlight=False, markup=False, soft_wrap=True)
     if fmt == "github" or junit_xml is not None:
         from aclcap.report import ci
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
+import torch.fx.experimental._config as fx_config
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import (
     DimDynamic,
@@ -216,10 +217,44 @@ def _judge_pinned(check: OpCheck, run: RecordedCall, arg: str, dim: int, size: i
                    "sym_size()/sym_numel() and keep sizes symbolic", key=key)
 
 
-def _opcheck(check: OpCheck, runs: list[RecordedCall], tests: tuple[str, ...]) -> None:
+def dynamic_signature(sample: SampleInput) -> tuple:
+    """What decides whether torch.compile(dynamic=True) can reuse one graph for two samples:
+    each tensor's dtype, rank, device and requires_grad, and every non-tensor value but a
+    size-like int (dynamic too). Sizes are not in it: size-oblivious compiles (see
+    check_compile) share one graph between size 1 and size 33."""
+    leaves = tree_flatten((sample.args, sample.kwargs))[0]
+    return tuple((x.dtype, x.dim(), x.device.type, x.requires_grad)
+                 if isinstance(x, torch.Tensor) else
+                 "int" if type(x) is int else repr(x) for x in leaves)
+
+
+def _generality(run: RecordedCall) -> int:
+    """How many tensor dims of a call are 0 or 1 (sizes torch specializes): fewer is more
+    general, the better representative of its op."""
+    return sum(1 for x in tree_flatten((run.sample.args, run.sample.kwargs))[0]
+               if isinstance(x, torch.Tensor) for size in x.shape if size in (0, 1))
+
+
+def representatives(runs: list[RecordedCall]) -> list[RecordedCall]:
+    """The calls ordered so each dynamic signature's most general call comes first, in the
+    order the signatures first appear: the first call of a signature compiles its graph."""
+    groups: dict[tuple, list[RecordedCall]] = {}
     for run in runs:
+        groups.setdefault(dynamic_signature(run.sample), []).append(run)
+    return [run for group in groups.values()
+            for run in sorted(group, key=_generality)]  # stable: ties keep sample order
+
+
+def _opcheck(check: OpCheck, runs: list[RecordedCall], tests: tuple[str, ...]) -> None:
+    """opcheck's tests on every call but test_aot_dispatch_dynamic, which traces the op
+    through AOTAutograd with every size symbolic (most of opcheck's time) and so gains
+    nothing from a second size: it runs on the op's most general call only."""
+    ordered = representatives(runs)
+    for i, run in enumerate(ordered):
         args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
-        results = torch.library.opcheck(check.op, args, kwargs, test_utils=tests,
+        run_tests = tests if i == 0 else tuple(t for t in tests
+                                               if t != "test_aot_dispatch_dynamic")
+        results = torch.library.opcheck(check.op, args, kwargs, test_utils=run_tests,
                                         raise_exception=False)
         for test, result in results.items():
             if isinstance(result, BaseException):
@@ -238,9 +273,22 @@ def check_opcheck_no_aot(check: OpCheck, runs: list[RecordedCall]) -> None:
 
 def check_compile(check: OpCheck, runs: list[RecordedCall]) -> None:
     """torch.compile(fullgraph=True, dynamic=True) of the op alone, against eager: outputs,
-    then the inputs as each left them."""
+    then the inputs as each left them. One graph per dynamic signature, not per sample: the
+    most general call compiles it size-oblivious (no 0/1 specialization), the others reuse
+    it. What fails to compile size-oblivious (Dynamo refuses an `out=` it cannot prove
+    contiguous) is compiled again as torch.compile does by default before it is reported."""
+    ordered = representatives(runs)
+    with fx_config.patch(backed_size_oblivious=True):
+        failure = _compile_and_compare(check.op, ordered)
+    if failure and failure.startswith("torch.compile("):  # not compiled, not a wrong result
+        failure = _compile_and_compare(check.op, ordered)
+    if failure:
+        check.out.fail(failure)
+
+
+def _compile_and_compare(op: torch._ops.OpOverload, runs: list[RecordedCall]) -> str | None:
+    """The first failure over the calls, or None."""
     torch._dynamo.reset()
-    op = check.op
     compiled = torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True, dynamic=True,
                              backend="aot_eager")
     for run in runs:
@@ -248,18 +296,15 @@ def check_compile(check: OpCheck, runs: list[RecordedCall]) -> None:
         try:
             got = compiled(*args, **kwargs)
         except Exception as exc:
-            check.out.fail(f"torch.compile(fullgraph=True, dynamic=True) fails: "
-                           f"{first_line(exc)}")
-            return
+            return f"torch.compile(fullgraph=True, dynamic=True) fails: {first_line(exc)}"
         after = run.after or run.sample
         pairs = list(zip(tree_flatten((got, args, kwargs))[0],
                          tree_flatten((run.outputs, after.args, after.kwargs))[0],
                          strict=False))
         for i, (g, r) in enumerate(pairs):
             if isinstance(r, torch.Tensor) and not _close(g, r):
-                check.out.fail(f"torch.compile result {i} (outputs, then inputs) differs "
-                               "from eager")
-                return
+                return f"torch.compile result {i} (outputs, then inputs) differs from eager"
+    return None
 
 
 def check_unused_marks(check: OpCheck, runs: list[RecordedCall]) -> None:

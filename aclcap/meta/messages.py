@@ -84,6 +84,7 @@ class Result:
     sample_sources: list[str] = field(default_factory=list)  # "3 from model.py:33"
     data_dependent: bool = False  # an output size follows the values
     synthesis: dict | None = None  # mode "observe": Observation.to_dict()
+    check_s: float = 0.0  # the op's samples and checks, in the worker
 
 
 Event = Ready | Error | Start | CheckStart | Result

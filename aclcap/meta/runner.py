@@ -34,6 +34,7 @@ class MetaResult:
     sample_count: int = 0
     sample_sources: list[str] = field(default_factory=list)  # "3 from model.py:33"
     data_dependent: bool = False  # an output size follows the values: runs between graphs
+    check_s: float = 0.0  # the worker's time on this op (samples and checks)
 
     def to_dict(self) -> dict:
         row = asdict(self)
@@ -74,6 +75,12 @@ class MetaReport:
     def exit_code(self) -> int:
         return 1 if any(r.status in FAILING for r in self.results) else 0
 
+    def slowest(self, count: int = 5) -> list[MetaResult]:
+        """The ops that took the worker longest, slowest first (as pytest --durations):
+        where a library of 60 ops spends check-meta's time."""
+        timed = [r for r in self.results if r.check_s > 0]
+        return sorted(timed, key=lambda r: r.check_s, reverse=True)[:count]
+
     def to_dicts(self) -> list[dict]:
         return [r.to_dict() for r in self.results]
 
@@ -86,6 +93,7 @@ class _Checked:
     sample_sources: list[str] = field(default_factory=list)
     data_dependent: bool = False
     synthesis: dict | None = None  # what a synthesis worker sent (messages.Result)
+    check_s: float = 0.0
 
 
 def _lib_arg(spec: str) -> str:
@@ -181,7 +189,8 @@ def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
                 elif isinstance(event, Result):
                     results[event.op] = _Checked(event.status, event.findings,
                                                  event.sample_count, event.sample_sources,
-                                                 event.data_dependent, event.synthesis)
+                                                 event.data_dependent, event.synthesis,
+                                                 event.check_s)
                     current = None
                     done(event.op)
         finally:
@@ -233,5 +242,6 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
                                                    "on cpu", Severity.WARNING))
         results.append(MetaResult(o.qualname, o.schema, o.kernels, o.meta_source,
                                   outcome.status, outcome.findings, outcome.sample_count,
-                                  outcome.sample_sources, outcome.data_dependent))
+                                  outcome.sample_sources, outcome.data_dependent,
+                                  outcome.check_s))
     return MetaReport(results, namespaces, ops)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,6 +70,7 @@ def main() -> None:
         return
     for op in request.ops:
         emit(Start(op.qualname))
+        started = time.perf_counter()
         try:
             declared = list(_declared_samples(op.qualname, op.device, dtypes))
             from_model, sites = samples_of(recorder.records, op.qualname)
@@ -78,7 +80,8 @@ def main() -> None:
                                meta_source=op.meta_source, strict=request.strict,
                                on_check=lambda name, op=op: emit(CheckStart(op.qualname, name)))
             emit(Result(op.qualname, outcome.status, outcome.findings, outcome.sample_count,
-                        sources, outcome.data_dependent))
+                        sources, outcome.data_dependent,
+                        check_s=round(time.perf_counter() - started, 3)))
         except Exception as exc:  # a check that raises fails that op, not the run
             emit(Result(op.qualname, Status.FAIL, [Finding(f"check raised {first_line(exc)}")]))
 

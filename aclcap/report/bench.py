@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 from rich.console import RenderableType
 from rich.table import Table
 
+from aclcap.bench.stats import UNSTABLE_SPREAD
 from aclcap.report import profile
 from aclcap.report.layout import WIDE, Col, document, line, num, short, table, times
 
 if TYPE_CHECKING:
-    from aclcap.bench.run import BenchReport
+    from aclcap.bench.run import BenchReport, BenchRow
 
 _BENCH = (Col("size", "size"), Col("mode", "mode", True), Col("mechanism", None, True),
           Col("step median\n(µs)", "med µs"), Col("step p90\n(µs)", "p90 µs"),
@@ -50,15 +51,26 @@ def bench_table(result: BenchReport, width: int) -> Table:
             f"{result.rounds} interleaved rounds{ranks}"
     tuned = ", tuned by --max-autotune" if result.max_autotune else ""
     title += f"\n(graph mode: {result.mechanism}{tuned})" if width < WIDE or tuned else ""
-    rows = ([str(r.size), r.mode, r.mechanism, short(r.step_median_us, 1, 1000),
+    rows = ([str(r.size), r.mode + (f" unstable (spread {r.spread:.2f})" if r.unstable else ""),
+             r.mechanism, short(r.step_median_us, 1, 1000),
              short(r.step_p90_us, 1, 1000), short(r.host_us, 1, 1000),
-             short(r.device_us, 1, 1000), num(r.launches, "d"), times(r.speedup_vs_eager)]
+             short(r.device_us, 1, 1000), num(r.launches, "d"), _speedup(r)]
             for r in result.rows)
     return table(title, _BENCH, rows, width >= WIDE)
 
 
+def _speedup(row: BenchRow) -> str:
+    """`1.80x ±0.06`: the speedup and the half width of its 95% interval."""
+    if row.speedup_ci is None or row.speedup_vs_eager is None or row.mode == "eager":
+        return times(row.speedup_vs_eager)
+    return f"{times(row.speedup_vs_eager)} ±{(row.speedup_ci[1] - row.speedup_ci[0]) / 2:.2f}"
+
+
 def bench_lines(result: BenchReport) -> list[str]:
-    lines = []
+    lines = [f"size {r.size} {r.mode}: unstable, its p90 {r.spread:.2f}x its median over "
+             f"{result.rounds} rounds (past {UNSTABLE_SPREAD}, rounds extended within "
+             "--max-time): trust its ratios less, or rerun on a quieter machine"
+             for r in result.rows if r.unstable]
     what = "step time" if result.device == "cpu" else "host time per step"
     for size, share in result.host_overhead_removed().items():
         lines.append(f"size {size}: graph replay ({result.mechanism}) removed {share:.0%} of "

@@ -33,6 +33,8 @@ def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[Re
                                    line(mechanism_line(result))]
     if text := totals_line(result):
         parts.append(line(text))
+    if text := phases_line(result):
+        parts.append(plain(text))
     parts += [plain(text) for text in trace_lines(result)]
     parts += [line(f"[red]across ranks:[/] {escape(problem)}") for problem in result.cross_rank]
     if result.fullgraph and result.trace.graph_breaks:
@@ -49,7 +51,7 @@ def to_document(result: CaptureReport) -> dict:
     return document("capture", result.device, rows, model=result.model_path, dtype=result.dtype,
                     mechanism=result.mechanism, trace=result.trace.to_dict(),
                     backend=result.backend.to_dict(), bisect=result.bisect,
-                    totals=result.totals())
+                    totals=result.totals(), phases_s=result.phases_s)
 
 
 def capture_table(result: CaptureReport, per_rank: bool, width: int) -> RenderableType:
@@ -118,6 +120,13 @@ def totals_line(result: CaptureReport) -> str | None:
     return (f"capture: {t['capture_us'] / 1000:.1f} ms over all sizes (order "
             f"{t['capture_order']}), memory {t['memory_bytes'] / 2**20:.2f} MiB in all, "
             f"{ratio:.2f}x the largest graph" if ratio else "")
+
+
+def phases_line(result: CaptureReport) -> str:
+    """`phases: prepare 3.1 s, trace 1.2 s, capture 4.0 s, replay 0.8 s` ('' without)."""
+    if not result.phases_s:
+        return ""
+    return "phases: " + ", ".join(f"{name} {s:.1f} s" for name, s in result.phases_s.items())
 
 
 def mechanism_line(result: CaptureReport) -> str:

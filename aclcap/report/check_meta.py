@@ -52,6 +52,16 @@ def to_document(result: MetaReport, device: str, synthesized: SynthesisRun | Non
                     summary=result.counts(), synthesis=synthesized.summary())
 
 
+def durations_line(result: MetaReport, count: int = 5) -> str:
+    """The slowest ops, as pytest --durations names its slowest tests ('' if none ran)."""
+    slowest = result.slowest(count)
+    total = sum(r.check_s for r in result.results)
+    if not slowest:
+        return ""
+    return (f"slowest ops (of {total:.1f} s checking): "
+            + ", ".join(f"{r.op} {r.check_s:.1f} s" for r in slowest))
+
+
 def _wide(result: MetaReport, title: str) -> Table:
     table = titled(title, show_lines=True)
     table.add_column("op / schema", ratio=4, overflow="fold")

@@ -106,6 +106,7 @@ class AotiBackend:
         self.compile_backend = compile_backend or "eager"
         self.options = options
         self.facts = BackendSummary()
+        self.phases_s: dict[str, float] = {}
 
     def summary(self) -> BackendSummary:
         return replace(self.facts, compile_backend=str(self.compile_backend),
@@ -153,6 +154,8 @@ class AotiBackend:
             ranges = export_ranges(step.model, step.inputs, step.dims, sizes)
         except CaptureError as exc:
             raise CaptureError(_export_advice(exc, log, step.spec.path)) from exc
+        exported = time.perf_counter()
+        self.phases_s["export"] = round(exported - start, 3)
         loaded, artifacts = [], []
         for size_range in ranges:
             runner, artifact, facts = self._artifact(size_range.program, step.spec)
@@ -160,6 +163,7 @@ class AotiBackend:
             artifacts.append({"range": size_range.label(), "sizes": covered, **facts})
             loaded.append((size_range, runner, artifact))
         notes = [a["cache_note"] for a in artifacts if "cache_note" in a]
+        self.phases_s["compile_or_load"] = round(time.perf_counter() - exported, 3)
         self.facts = BackendSummary(
             artifact=artifacts[0]["artifact"],
             artifact_bytes=sum(a["artifact_bytes"] for a in artifacts),
@@ -177,9 +181,13 @@ class AotiBackend:
         as a device backend would) and record its compiles; the artifacts come from
         torch.export, which has no guards to fail at run time, only size ranges."""
         order = sorted(sizes, reverse=True)
+        self.phases_s = {}
+        started = time.perf_counter()
         if log is not None:
             compile_over_sizes(step.model, ((s, step.inputs(s)) for s in order), step.dims, log)
+            self.phases_s["compile_log"] = round(time.perf_counter() - started, 3)
         loaded: list[tuple[SizeRange, Any, Path]] = []
+        first_runs = 0.0
         captured = []
         for size in order:
             if on_size:
@@ -192,9 +200,11 @@ class AotiBackend:
             t0 = time.perf_counter()
             with torch.no_grad():
                 runner(*static)  # first run at this size: what "capture" costs once compiled
+            first_runs += time.perf_counter() - t0
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
                                      artifact.stat().st_size, _replayer(runner), static))
         self.facts.capture_order = [c.size for c in captured]
+        self.phases_s["capture"] = round(first_runs, 3)
         return captured
 
 

@@ -52,6 +52,9 @@ class BackendSummary:
 class Backend(Protocol):
     mechanism: str  # "aclgraph", "cudagraph" or "aoti"
     compile_backend: Any  # what torch.compile uses (on cpu: only to record recompiles)
+    # The last capture's time by phase, in order, where the backend tells them apart
+    # (aoti: compile_log, export, compile_or_load, capture); empty where it does not.
+    phases_s: dict[str, float]
 
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None,

@@ -56,6 +56,7 @@ class DeviceGraphBackend:
         self.mechanism = MECHANISMS[device]
         self.compile_backend = compile_backend or COMPILE_BACKENDS[device]
         self.facts = BackendSummary(compile_backend=str(self.compile_backend))
+        self.phases_s: dict[str, float] = {}  # warm-up compiles and captures interleave
 
     def summary(self) -> BackendSummary:
         return replace(self.facts)

@@ -1,0 +1,40 @@
+"""Confidence in bench's ratios: a bootstrap 95% interval of the median of per-round paired
+ratios (criterion.rs's method), and the comparison of two such ratios that calls a change
+only when its whole interval lies past the threshold. Written here: torch.utils.benchmark
+gives medians and IQRs but no interval, and scipy (whose stats.bootstrap this is) is not a
+dependency."""
+
+from __future__ import annotations
+
+import math
+
+UNSTABLE_SPREAD = 1.25  # p90 / median past which a row's rounds disagree too much to trust
+RESAMPLES = 2000
+LEVEL = 0.95
+
+
+def median_ci(values: list[float], seed: int = 0) -> tuple[float, float]:
+    """The percentile-bootstrap interval of the median of `values`; seeded, so one run's
+    numbers print the same interval twice."""
+    import numpy as np  # here: --baseline's comparison, read before measuring, needs none
+
+    data = np.asarray(values, dtype=float)
+    if len(data) < 2:
+        return float(data[0]), float(data[0])
+    picks = np.random.default_rng(seed).integers(0, len(data), (RESAMPLES, len(data)))
+    medians = np.median(data[picks], axis=1)
+    tail = (1 - LEVEL) / 2 * 100
+    lo, hi = np.percentile(medians, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def ratio_interval(now: float, now_ci: tuple[float, float] | None, then: float,
+                   then_ci: tuple[float, float] | None) -> tuple[float, float]:
+    """The interval of now / then from each side's own interval (None: a point): two
+    independent runs, so their log widths add in quadrature, each side of the interval
+    from the sides of the two that move it that way."""
+    now_lo, now_hi = now_ci or (now, now)
+    then_lo, then_hi = then_ci or (then, then)
+    down = math.hypot(math.log(now / now_lo), math.log(then_hi / then))
+    up = math.hypot(math.log(now_hi / now), math.log(then / then_lo))
+    return now / then * math.exp(-down), now / then * math.exp(up)

@@ -1,0 +1,110 @@
+"""bench's speedups with confidence: the bootstrap interval of the median of per-round
+ratios, and --baseline calling a regression only when the whole interval of the change lies
+past the threshold (README: aclcap bench). Synthetic rounds: fast, and the truth is known."""
+
+from __future__ import annotations
+
+import random
+
+from aclcap.bench.baseline import regressions
+from aclcap.bench.run import BenchRow, set_speedups
+from aclcap.bench.stats import median_ci
+
+
+def _rounds(seed: int, graph_us: float, rounds: int = 15, noise: float = 0.08
+            ) -> dict[tuple[int, str], list[float]]:
+    """Eager at 1000 µs and graph at `graph_us`, each round's pair slowed alike by the
+    machine (drift) and each side by its own noise."""
+    rng = random.Random(seed)
+    out: dict[tuple[int, str], list[float]] = {(1, "eager"): [], (1, "graph"): []}
+    for _ in range(rounds):
+        drift = rng.uniform(1, 1.5)
+        out[(1, "eager")].append(1000 * drift * rng.uniform(1 - noise, 1 + noise))
+        out[(1, "graph")].append(graph_us * drift * rng.uniform(1 - noise, 1 + noise))
+    return out
+
+
+def _doc(rounds: dict[tuple[int, str], list[float]]) -> dict:
+    """The JSON rows bench writes for these rounds (medians, speedups, intervals)."""
+    import statistics
+
+    rows = [BenchRow(size, mode, mode, statistics.median(t), max(t), 0.0, None, None)
+            for (size, mode), t in rounds.items()]
+    set_speedups(rows, rounds)
+    return {"results": [r.to_dict() for r in rows]}
+
+
+def test_interval_brackets_the_median_and_narrows_with_rounds():
+    rng = random.Random(1)
+    few = [rng.gauss(2.0, 0.2) for _ in range(7)]
+    many = few + [rng.gauss(2.0, 0.2) for _ in range(93)]
+    lo, hi = median_ci(few)
+    assert lo <= sorted(few)[3] <= hi
+    lo2, hi2 = median_ci(many)
+    assert hi2 - lo2 < hi - lo and lo2 < 2.0 < hi2
+    assert median_ci(few) == (lo, hi)  # seeded: the same interval twice
+    assert median_ci([3.0]) == (3.0, 3.0)
+
+
+def test_speedup_ci_is_set_beside_the_speedup():
+    doc = _doc(_rounds(0, 500))
+    graph = next(r for r in doc["results"] if r["mode"] == "graph")
+    lo, hi = graph["speedup_ci"]
+    assert lo <= graph["speedup_vs_eager"] <= hi and 1.6 < lo and hi < 2.4
+
+
+def test_planted_2x_slowdown_is_flagged_and_a_rerun_is_not():
+    baseline = _doc(_rounds(0, 500))
+    slowed = _doc(_rounds(1, 1000))  # the graph step planted 2x slower
+    found = regressions(slowed, baseline, 0.10)
+    assert len(found) == 1 and found[0].startswith("size 1 graph/eager") \
+        and "95% interval" in found[0]
+    # Reruns of the same code, against a 5% threshold: with this noise their points move
+    # past it often, but a whole 95% interval past it stays as rare as 95% promises.
+    reruns = [_doc(_rounds(seed, 500)) for seed in range(2, 42)]
+    flagged = sum(bool(regressions(r, baseline, 0.05)) for r in reruns)
+    moved = sum(_point(r) > _point(baseline) * 1.05 for r in reruns)
+    assert flagged <= 0.05 * len(reruns) and moved >= 3 * max(flagged, 1)
+    assert regressions(reruns[0], baseline, 0.10) == []  # one rerun, the default threshold
+
+
+def _point(doc: dict) -> float:
+    by = {r["mode"]: r["step_median_us"] for r in doc["results"]}
+    return by["graph"] / by["eager"]
+
+
+def _spread(values: list[float]) -> float:
+    from aclcap.bench.timing import median_p90
+
+    med, p90 = median_p90(values)
+    return p90 / med
+
+
+def test_rounds_extend_while_a_spread_is_wide_then_stop():
+    from aclcap.bench.run import run_rounds
+
+    # two wild rounds among the first five: extra steady rounds outvote them
+    times = [100.0, 300.0, 100.0, 290.0, 101.0]
+    series: list[float] = []
+    ran = run_rounds(lambda r: series.append(times[r] if r < len(times) else 100.0 + r % 3),
+                     lambda: [_spread(series)], 5, max_time_s=60.0)
+    assert _spread(series[:5]) > 1.25 and ran > 5 and _spread(series) <= 1.25
+    # with no budget the five rounds asked for are all it runs
+    series.clear()
+    assert run_rounds(lambda r: series.append(times[r]), lambda: [_spread(series)], 5,
+                      max_time_s=0.0) == 5
+
+
+def test_a_row_still_wide_is_flagged_unstable_in_table_and_lines():
+    from aclcap.bench.run import BenchReport
+    from aclcap.report.bench import bench_lines, bench_table
+    from tests.test_tables import render
+
+    rows = [BenchRow(1, "eager", "eager", 100.0, 110.0, 100.0, None, None, spread=1.1),
+            BenchRow(1, "graph", "aoti", 50.0, 71.0, 50.0, None, 1, spread=1.42,
+                     unstable=True)]
+    report = BenchReport("tiny", "cpu", "float32", "aoti", 12, rows)
+    assert "size 1 graph: unstable, its p90 1.42x its median over 12 rounds" \
+        in "\n".join(bench_lines(report))
+    text = render(bench_table(report, 200), 200)
+    assert "unstable (spread 1.42)" in text and text.count("unstable") == 1
