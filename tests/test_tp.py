@@ -114,3 +114,42 @@ def test_nproc_bad_input_exits_2():
         run = aclcap("capture", TP, "--nproc", "2", "--device", "cpu", "--port", str(port))
     assert run.code == 2, run.stderr
     assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in run.stderr
+
+
+def _slow_phases(info, seconds: float, phases: int) -> int:
+    """A rank whose phases each take `seconds`: slower in all than the timeout, never stuck."""
+    import time
+
+    for n in range(phases):
+        info.phase(f"phase {n}")
+        time.sleep(seconds)
+    return info.rank
+
+
+def test_the_timeout_bounds_a_phase_not_the_whole_run():
+    from aclcap.graph.distributed import launch
+
+    # 3 phases of 4 s under a 6 s timeout: 12 s in all, each phase within the timeout
+    assert launch(_slow_phases, {"seconds": 4.0, "phases": 3}, 2, "cpu", timeout=6) == [0, 1]
+    assert not _rank_processes()
+
+
+def test_ranks_busy_in_their_own_work_are_a_timeout_not_a_deadlock(tmp_path):
+    from aclcap.graph.distributed import _diagnosis
+
+    busy = ('Thread 0x1 (most recent call first):\n'
+            '  File "/usr/lib/python3.11/subprocess.py", line 1196 in communicate\n'
+            '  File "/x/torch/_inductor/cpp_builder.py", line 10 in build\n')
+    waits = ('Thread 0x1 (most recent call first):\n'
+             '  File "/x/torch/distributed/distributed_c10d.py", line 2 in all_reduce\n')
+    for rank in range(2):
+        (tmp_path / f"rank{rank}.stack").write_text(busy)
+        (tmp_path / f"rank{rank}.phase").write_text("capturing size 8 (aoti)")
+    slow = _diagnosis(tmp_path, 2, 120, None)
+    assert slow.startswith("timeout: no rank progress within --timeout 120 s, and no rank "
+                           "waits in a collective: rank 0 is busy in communicate"), slow
+    assert "not a deadlock: raise --timeout" in slow
+    (tmp_path / "rank1.stack").write_text(waits)
+    stuck = _diagnosis(tmp_path, 2, 120, None)
+    assert stuck.startswith("deadlock: no rank progress within --timeout 120 s"), stuck
+    assert "rank 1 waits in all_reduce (distributed_c10d.py)" in stuck

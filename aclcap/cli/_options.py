@@ -40,9 +40,9 @@ NprocOpt = Annotated[int | None, typer.Option(
 OversubscribeOpt = Annotated[bool, typer.Option(
     "--oversubscribe", help="With --nproc on cpu: allow more ranks than cores.")]
 TimeoutOpt = Annotated[float, typer.Option(
-    "--timeout", metavar="SECONDS", min=0.1, help="With --nproc: a rank that has not finished "
-    "within this time is reported (which collective it waits in, at which model line) and every "
-    "rank is ended.")]
+    "--timeout", metavar="SECONDS", min=0.1, help="With --nproc: a rank that has not reached its "
+    "next phase (the next size, say) within this time is reported (which collective it waits in, "
+    "at which model line, or that it is busy in its own work) and every rank is ended.")]
 PortOpt = Annotated[int, typer.Option(
     "--port", min=0, max=65535, help="With --nproc: the loopback port of the ranks' TCPStore "
     "(0: any free port).")]

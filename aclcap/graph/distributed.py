@@ -5,7 +5,8 @@ on cuda, hccl on npu), one device index per rank.
 
 A rank that stops making progress is a diagnosis, not a hang: each rank arms
 `faulthandler.dump_traceback_later(timeout)`, a C-level watchdog that dumps every thread's
-stack and exits the rank even while it is blocked inside a collective holding the GIL. The
+stack and exits the rank even while it is blocked inside a collective holding the GIL, and
+re-arms it at each phase it reaches, so `timeout` bounds one phase, not the whole run. The
 parent reads those stacks and says which rank waits in which collective at which model
 line, and which ranks finished. torch's own NCCL flight recorder and watchdog timeouts
 exist for NCCL only; gloo has none, and a monitored_barrier cannot say where a rank is
@@ -38,6 +39,14 @@ DIST_BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 DEFAULT_TIMEOUT_S = 120.0
 _GRACE_S = 20.0  # after the ranks' own deadline: they dump and exit; then they are killed
 _RUN_ENV = "ACLCAP_RANK_RUN"  # marks every process of one run (the orphan test reads it)
+_watchdog: dict[str, Any] = {}  # in a rank: the stack file and timeout its watchdog uses
+
+
+def _arm_watchdog() -> None:
+    """(Re)start this rank's progress watchdog: progress is reaching the next phase."""
+    if _watchdog:
+        faulthandler.dump_traceback_later(_watchdog["timeout"], exit=True,
+                                          file=_watchdog["file"])
 
 
 @dataclass
@@ -62,6 +71,7 @@ class RankInfo:
         tmp = self.workdir / f"rank{self.rank}.phase.tmp"
         tmp.write_text(message)
         tmp.replace(self.workdir / f"rank{self.rank}.phase")
+        _arm_watchdog()
 
 
 class RankInternalError(RuntimeError):
@@ -136,7 +146,8 @@ def _rank_main(rank: int, fn: Callable[..., Any], kwargs: dict[str, Any], nproc:
     silence_if_asked()
     out = Path(workdir)
     stack = open(out / f"rank{rank}.stack", "w")  # stays open: the watchdog writes to it
-    faulthandler.dump_traceback_later(timeout, exit=True, file=stack)
+    _watchdog.update(file=stack, timeout=timeout)
+    _arm_watchdog()
     faulthandler.register(signal.SIGUSR1, file=stack, all_threads=True)  # the parent asks
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
@@ -188,6 +199,7 @@ def _stuck_at(stack_text: str, model_file: Path | None) -> str | None:
 
 def _diagnosis(workdir: Path, nproc: int, timeout: float, model_file: Path | None) -> str:
     parts = []
+    in_collective = False
     for rank in range(nproc):
         stack = workdir / f"rank{rank}.stack"
         phase = workdir / f"rank{rank}.phase"
@@ -199,9 +211,14 @@ def _diagnosis(workdir: Path, nproc: int, timeout: float, model_file: Path | Non
             parts.append(f"rank {rank} finished" if kind == "ok" else
                          f"rank {rank} raised {str(value).splitlines()[0][:160]}")
         elif where := _stuck_at(text, model_file):
+            in_collective |= where.startswith("waits in ")
             parts.append(f"rank {rank} {where}{doing}")
         else:
             parts.append(f"rank {rank} made no progress{doing}")
+    if not in_collective:  # every rank is busy in its own work: slow, not stuck on a peer
+        return (f"timeout: no rank progress within --timeout {timeout:g} s, and no rank waits "
+                "in a collective: " + "; ".join(parts)
+                + " (a phase slower than the timeout, not a deadlock: raise --timeout)")
     return (f"deadlock: no rank progress within --timeout {timeout:g} s: " + "; ".join(parts)
             + " (ranks that issue different collectives wait for each other forever)")
 
@@ -224,11 +241,11 @@ def launch(fn: Callable[..., Any], kwargs: dict[str, Any], nproc: int, device: s
         ctx = mp.start_processes(_rank_main, args=(fn, kwargs, nproc, device, store.port,
                                                    str(workdir), timeout),
                                  nprocs=nproc, join=False, start_method="spawn")
-        deadline = time.monotonic() + timeout + _GRACE_S
+        started = time.time()
         processes = ctx.processes
         while any(p.is_alive() for p in processes):
             failed = any(p.exitcode not in (None, 0) for p in processes)
-            if failed or time.monotonic() > deadline:
+            if failed or time.time() > _last_progress(workdir, started) + timeout + _GRACE_S:
                 _ask_for_stacks(processes)  # where the others are, before they are ended
                 break
             if on_phase and (phase := workdir / "rank0.phase").exists():
@@ -240,6 +257,15 @@ def launch(fn: Callable[..., Any], kwargs: dict[str, Any], nproc: int, device: s
             _end(ctx.processes)
         shutil.rmtree(workdir, ignore_errors=True)
         del store
+
+
+def _last_progress(workdir: Path, started: float) -> float:
+    """When a rank last reached a phase (the ranks re-arm their watchdogs then too)."""
+    stamps = [started]
+    for phase in workdir.glob("rank*.phase"):
+        with contextlib.suppress(FileNotFoundError):  # being replaced right now
+            stamps.append(phase.stat().st_mtime)
+    return max(stamps)
 
 
 def _ask_for_stacks(processes: list) -> None:
