@@ -17,6 +17,7 @@ OPS = (
     "silu_and_mul",
     "get_masked_input_and_mask",
     "reshape_and_cache",
+    "paged_attention",
 )
 
 _loaded: bool | None = None  # None until load(); then whether the meta impls were loaded

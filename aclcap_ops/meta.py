@@ -52,3 +52,15 @@ def _reshape_and_cache(
     slot_mapping: torch.Tensor,
 ) -> None:
     return None
+
+
+@torch.library.register_fake("aclcap::paged_attention")
+def _paged_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    scale: float,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+) -> torch.Tensor:
+    return query.new_empty(query.shape)

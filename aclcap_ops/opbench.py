@@ -293,6 +293,41 @@ def _case_reshape_and_cache(tokens: int, hidden: int, dtype: torch.dtype) -> OpC
     )
 
 
+def _case_paged_attention(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
+    # Decode: one query token per sequence. At most 256 sequences, with 16k cached tokens
+    # among them (blocks of 16 in random order, as vLLM's allocator hands them out): KV
+    # caches of 128 MiB in float32, 64 MiB in bfloat16 at hidden 4096, beyond the cache.
+    ops, ref = torch.ops.aclcap, _reference()
+    head_size, q_heads, kv_heads = _heads(hidden)
+    block_size, seqs = 16, min(tokens, 256)
+    per_seq = max(1, 16384 // (block_size * seqs))  # blocks per sequence
+    tables = torch.randperm(seqs * per_seq).to(torch.int32).view(seqs, per_seq)
+    lens = torch.full((seqs,), per_seq * block_size, dtype=torch.int32)
+    shape = (seqs * per_seq, block_size, kv_heads, head_size)
+    key_cache, value_cache = torch.randn(shape, dtype=dtype), torch.randn(shape, dtype=dtype)
+    query = torch.randn(seqs, q_heads, head_size, dtype=dtype)
+    out = torch.zeros_like(query)
+    args = (query, key_cache, value_cache, head_size ** -0.5, tables, lens)
+    # Every cached key and value is read once (its KV head's query heads share it), the
+    # query read and the output written.
+    moved = _nbytes(key_cache, value_cache, tables, lens) + 2 * _nbytes(query)
+    # The floor reads the same caches in address order (a byte-wise max, a read-only pass:
+    # every block is used, so that is exactly the bytes the op reads) and writes the output.
+    caches = [t.view(torch.uint8) for t in (key_cache, value_cache)]
+
+    def floor() -> None:
+        for c in caches:
+            c.amax()
+        out.copy_(query)
+
+    return OpCase(
+        "paged_attention", dtype, (tokens, hidden), tuple(query.shape), moved,
+        kernel=lambda: ops.paged_attention(*args),
+        reference=lambda: ref.paged_attention(*args),
+        floor=floor,
+    )
+
+
 def _case_rms_norm_out(tokens: int, hidden: int, dtype: torch.dtype) -> OpCase:
     case = _case_rms_norm(tokens, hidden, dtype)
     x, w = torch.randn(tokens, hidden, dtype=dtype), torch.randn(hidden, dtype=dtype)
@@ -320,6 +355,7 @@ _BUILDERS: dict[str, Callable[[int, int, torch.dtype], OpCase]] = {
     "rotary_embedding": _case_rotary_embedding,
     "get_masked_input_and_mask": _case_get_masked_input_and_mask,
     "reshape_and_cache": _case_reshape_and_cache,
+    "paged_attention": _case_paged_attention,
 }
 
 

@@ -76,3 +76,29 @@ def reshape_and_cache(
     slots = slot_mapping[keep].long()
     key_cache.view(-1, *key.shape[1:])[slots] = key[keep]
     value_cache.view(-1, *value.shape[1:])[slots] = value[keep]
+
+
+def paged_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    scale: float,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+) -> torch.Tensor:
+    """Every sequence gathers all its max_blocks blocks and masks the tokens past its length:
+    no size depends on seq_lens' values, so the reference captures in a device graph too."""
+    num_seqs, num_heads, dim = query.shape
+    num_blocks, _, num_kv_heads, _ = key_cache.shape
+    # Table entries past a sequence's length may be anything: they are masked, but must index.
+    blocks = block_tables.long().clamp(0, num_blocks - 1)
+    keys = key_cache[blocks].reshape(num_seqs, -1, num_kv_heads, dim).float()
+    values = value_cache[blocks].reshape(num_seqs, -1, num_kv_heads, dim).float()
+    group = num_heads // num_kv_heads
+    keys, values = (t.repeat_interleave(group, dim=2) for t in (keys, values))
+    logits = torch.einsum("shd,sthd->sht", query.float(), keys) * scale
+    valid = torch.arange(keys.shape[1], device=query.device) < seq_lens[:, None]
+    logits = logits.masked_fill(~valid[:, None, :], float("-inf"))
+    # An empty sequence attends to nothing: zeros, not the NaN of a softmax over no tokens.
+    probs = torch.softmax(logits, dim=-1).nan_to_num(0.0)
+    return torch.einsum("sht,sthd->shd", probs, values).to(query.dtype)

@@ -88,3 +88,37 @@ def _reshape_and_cache(device, dtype) -> Iterator[SampleInput]:
         if tokens > 1:
             slots[-1] = -1  # a padded token: its slot is skipped
         yield SampleInput((key, value, key_cache, value_cache, slots))
+
+
+def paged_kv_cache(seq_lens: list[int], num_kv_heads: int, head_dim: int, block_size: int,
+                   device, dtype) -> tuple[torch.Tensor, ...]:
+    """A random paged KV cache holding `seq_lens` tokens per sequence, each sequence in
+    blocks of its own handed out in random order (as vLLM's block allocator does), and
+    the block tables and lengths that address it: (key_cache, value_cache, block_tables,
+    seq_lens). Each table has one spare entry past the longest sequence's blocks, pointing
+    at an unused block, so a kernel reading past a length reads the wrong values."""
+    need = [-(-n // block_size) for n in seq_lens]
+    max_blocks = max(need) + 1
+    num_blocks = sum(need) + 1
+    order = torch.randperm(num_blocks).tolist()
+    spare = order.pop()
+    tables = torch.full((len(seq_lens), max_blocks), spare, dtype=torch.int32)
+    for s, n in enumerate(need):
+        tables[s, :n] = torch.tensor([order.pop() for _ in range(n)], dtype=torch.int32)
+    shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    key_cache = torch.randn(shape, device=device, dtype=dtype)
+    value_cache = torch.randn(shape, device=device, dtype=dtype)
+    return (key_cache, value_cache, tables.to(device),
+            torch.tensor(seq_lens, dtype=torch.int32, device=device))
+
+
+@samples("aclcap::paged_attention")
+def _paged_attention(device, dtype) -> Iterator[SampleInput]:
+    # (seq_lens, num_heads, num_kv_heads, head_dim, block_size): one sequence, as many
+    # heads as KV heads, a length not a multiple of the block; GQA with a length of 1 and
+    # one of exactly two blocks; multi-query attention with a head_dim off the vector width.
+    cases = (([37], 4, 4, 64, 16), ([1, 16, 9, 40, 5], 8, 2, 32, 8), ([3, 70, 21], 4, 1, 80, 16))
+    for seq_lens, heads, kv_heads, head_dim, block_size in cases:
+        query = torch.randn(len(seq_lens), heads, head_dim, device=device, dtype=dtype)
+        cache = paged_kv_cache(seq_lens, kv_heads, head_dim, block_size, device, dtype)
+        yield SampleInput((query, *cache[:2], head_dim ** -0.5, *cache[2:]))

@@ -55,7 +55,8 @@ def test_tiny_llama_float32_matches_eager(tiny_fp32):
         assert r["replays"] == 2 and r["token_agreement"] == 1.0 and r["max_logprob_err"] < 1e-3
     first, *again = trace["recompiles"]  # sizes dims marked dynamic: one compile, then 0/1
     assert first["kind"] == "first_compile" and first["size"] == 4
-    assert first["dynamic"] == {"input_ids": [0], "positions": [0], "slot_mapping": [0]}
+    assert first["dynamic"] == {"input_ids": [0], "positions": [0], "slot_mapping": [0],
+                                "block_tables": [0], "seq_lens": [0]}
     assert [(c["size"], c["kind"]) for c in again] == [(1, "0/1_specialization")]
     assert again[0]["file"].endswith("tiny_llama.py")
     # the line named is the model line the guard came from, with its text

@@ -25,8 +25,8 @@ def test_bundled_library_passes():
     assert all(r["status"] == "pass" and r["kernels"] == ["CPU"] for r in results.values())
     assert results["aclcap::silu_and_mul.default"]["meta_source"].startswith("C++ Meta kernel")
     assert "aclcap_ops/meta.py" in results["aclcap::rms_norm.default"]["meta_source"]
-    assert doc["summary"]["pass"] == 8  # six ops, two with an out= overload
-    assert "8 ops: 8 pass, 0 missing meta, 0 failing, 0 not exercised" in run.stderr
+    assert doc["summary"]["pass"] == 9  # seven ops, two with an out= overload
+    assert "9 ops: 9 pass, 0 missing meta, 0 failing, 0 not exercised" in run.stderr
     assert all(r["check_s"] > 0 for r in results.values())  # the worker timed each op
     slowest = max(results.values(), key=lambda r: r["check_s"])["op"]
     assert "slowest ops (of " in run.stderr and f": {slowest} " in run.stderr

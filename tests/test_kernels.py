@@ -9,7 +9,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from aclcap_ops import reference
-from aclcap_ops.samples import cos_sin_cache
+from aclcap_ops.samples import _paged_attention as paged_attention_samples
+from aclcap_ops.samples import cos_sin_cache, paged_kv_cache
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # (tokens, hidden): one token, odd tails, a wide row, many rows over both threads.
@@ -183,3 +184,66 @@ def test_reshape_and_cache_bad_slot_leaves_caches_alone(bundled):
         bundled.reshape_and_cache(key, value, k_cache, v_cache, slots)
     torch.testing.assert_close(k_cache, ref_k, atol=0, rtol=0)
     torch.testing.assert_close(v_cache, ref_v, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paged_attention_samples(bundled, dtype):
+    for sample in paged_attention_samples("cpu", dtype):
+        assert_close(bundled.paged_attention(*sample.args), reference.paged_attention(*sample.args))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_seqs,heads,kv_heads,head_dim,block_size", (
+    (1, 2, 1, 64, 16), (7, 8, 2, 128, 16), (4, 6, 3, 33, 5), (16, 4, 4, 16, 32),
+    (3, 32, 4, 64, 1)))
+def test_paged_attention_random_gqa(bundled, dtype, num_seqs, heads, kv_heads, head_dim,
+                                    block_size):
+    seq_lens = torch.randint(1, 6 * block_size, (num_seqs,)).tolist()
+    seq_lens[0] = 0  # a padded slot of the batch attends to nothing: zeros
+    kc, vc, tables, lens = paged_kv_cache(seq_lens, kv_heads, head_dim, block_size, "cpu", dtype)
+    query = torch.randn(num_seqs, heads, head_dim, dtype=dtype)
+    out = bundled.paged_attention(query, kc, vc, 0.125, tables, lens)
+    assert out.shape == query.shape and out.dtype == dtype and out.is_contiguous()
+    assert out[0].abs().max() == 0
+    assert_close(out, reference.paged_attention(query, kc, vc, 0.125, tables, lens))
+
+
+def test_paged_attention_reference_is_sdpa_over_each_sequence(bundled):
+    """The reference against torch's own attention over each sequence's tokens, gathered
+    into one contiguous run: both paged implementations could share a misreading."""
+    seq_lens = [1, 16, 23, 40]
+    kc, vc, tables, lens = paged_kv_cache(seq_lens, 2, 32, 8, "cpu", torch.float32)
+    query = torch.randn(len(seq_lens), 8, 32)
+    out = bundled.paged_attention(query, kc, vc, 32 ** -0.5, tables, lens)
+    for s, n in enumerate(seq_lens):
+        blocks = tables[s, :-(-n // 8)].long()
+        keys, values = (c[blocks].reshape(-1, 2, 32)[:n].transpose(0, 1) for c in (kc, vc))
+        want = torch.nn.functional.scaled_dot_product_attention(
+            query[s, :, None], keys, values, enable_gqa=True)[:, 0]
+        torch.testing.assert_close(out[s], want, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(reference.paged_attention(query, kc, vc, 32 ** -0.5, tables,
+                                                             lens)[s], want, atol=1e-5, rtol=1e-5)
+
+
+def test_paged_attention_is_a_split_point(bundled):
+    # vLLM's piecewise runtime splits the graph at ops carrying this tag.
+    assert torch.Tag.cudagraph_unsafe in bundled.paged_attention.default.tags
+
+
+@pytest.mark.parametrize("change,message", (
+    (lambda t, n: t.__setitem__((1, 0), 99), r"block_tables\[1\]\[0\] = 99 is outside the cache"),
+    (lambda t, n: n.__setitem__(0, 1000), r"seq_lens\[0\] = 1000 is outside \[0, 32\]"),
+), ids=("block", "length"))
+def test_paged_attention_rejects_reads_outside_the_cache(bundled, change, message):
+    kc, vc, tables, lens = paged_kv_cache([5, 20], 1, 16, 8, "cpu", torch.float32)
+    change(tables, lens)
+    with pytest.raises(RuntimeError, match=message):
+        bundled.paged_attention(torch.randn(2, 2, 16), kc, vc, 0.25, tables, lens)
+
+
+def test_paged_attention_meta_follows_query(bundled):
+    kc, vc, tables, lens = paged_kv_cache([5, 20], 1, 16, 8, "cpu", torch.float32)
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(t) for t in (torch.randn(2, 4, 16), kc, vc, tables, lens)]
+        out = bundled.paged_attention(fake[0], fake[1], fake[2], 0.25, fake[3], fake[4])
+    assert out.shape == (2, 4, 16) and out.dtype == torch.float32

@@ -36,7 +36,8 @@ from tests.conftest import ROOT, aclcap, aclcap_process
 FIXTURES = ROOT / "tests" / "fixtures"
 BUNDLED_OPS = {"rms_norm.default", "rms_norm.out", "fused_add_rms_norm.default",
                "rotary_embedding.default", "silu_and_mul.default", "silu_and_mul.out",
-               "get_masked_input_and_mask.default", "reshape_and_cache.default"}
+               "get_masked_input_and_mask.default", "reshape_and_cache.default",
+               "paged_attention.default"}
 
 
 def _synthesis(doc: dict) -> dict[str, dict]:
@@ -73,8 +74,10 @@ def test_bundled_metas_taken_away_come_back_verified(bundled_run):
     assert synthesis["aclcap::reshape_and_cache.default"]["rule"] == [
         "returns (); writes `key_cache` (schema marks it `!`), `value_cache` (schema marks it "
         "`!`)"]
-    assert doc["synthesis"]["verified"] == 8 and doc["synthesis"]["cpp_library"]
-    assert "synthesis: 8 op(s), 8 synthesized, 8 verified" in run.stdout
+    assert synthesis["aclcap::paged_attention.default"]["rule"] == [
+        "out 0: [query.shape[0], query.shape[1], query.shape[-1]], dtype of query, contiguous"]
+    assert doc["synthesis"]["verified"] == 9 and doc["synthesis"]["cpp_library"]
+    assert "synthesis: 9 op(s), 9 synthesized, 9 verified" in run.stdout
     assert "aclcap::silu_and_mul.default: synthesized, verified on 4 unseen calls" in run.stdout
 
 
@@ -83,12 +86,12 @@ def test_emitted_sources_are_clean_symbolic_and_commented(bundled_run):
     assert _ruff(py).returncode == 0, _ruff(py).stdout
     assert lint([py, cpp]) == []
     text = py.read_text()
-    assert text.count("@torch.library.register_fake(") == 8
+    assert text.count("@torch.library.register_fake(") == 9
     assert "input.new_empty([input.shape[0], input.shape[-1] // 2], dtype=input.dtype)" in text
     comments = re.sub(r"\n\s*# ", " ", text)  # wrapped comment lines joined
     assert comments.count("Checks passed: verified on 4 unseen calls with the python meta "
                           "and the cpp meta: fake vs real, meta device, symbolic sizes, "
-                          "opcheck, torch.compile(fullgraph, dynamic).") == 8
+                          "opcheck, torch.compile(fullgraph, dynamic).") == 9
     assert "TORCH_LIBRARY_IMPL(aclcap, Meta, m)" in cpp.read_text()
     assert "sym_size" in cpp.read_text()
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from aclcap.capture.fresh import STALE_INPUTS, inputs_are_fresh
 from aclcap.capture.options import CaptureOptions
 from aclcap.capture.replay import replay_check
 from aclcap.capture.trace import TraceReport, located, trace_model
@@ -38,6 +39,10 @@ class CaptureRow:
     token_agreement: float | None = None  # models with LOGITS = True
     max_logprob_err: float | None = None
     rank: int | None = None  # --nproc only
+    # Whether two calls of make_inputs at this size differed (capture/fresh.py); None
+    # where nothing was replayed. Warnings report without failing the row.
+    fresh_inputs: bool | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,6 +104,12 @@ def failed_rows(sizes: list[int], mechanism: str, reasons: list[str]) -> list[Ca
             for s in sizes]
 
 
+def _fresh(row: CaptureRow, step: StepContext) -> CaptureRow:
+    row.fresh_inputs = inputs_are_fresh(step.inputs, row.size)
+    row.warnings += [] if row.fresh_inputs else [STALE_INPUTS]
+    return row
+
+
 def _replay_row(step: StepContext, cap: Captured, mechanism: str) -> CaptureRow:
     """REPLAYS replays on different fresh inputs; says so when only the first (or only a
     later) one differs: state that is stale at first replay, or leaks between replays."""
@@ -111,13 +122,13 @@ def _replay_row(step: StepContext, cap: Captured, mechanism: str) -> CaptureRow:
     elif not bad[0] and any(bad[1:]):
         reasons.insert(0, "the first replay matches eager, a later one differs")
     lps = [c.logprobs for c in checks if c.logprobs is not None]
-    return CaptureRow(
+    return _fresh(CaptureRow(
         cap.size, mechanism, cap.capture_us, cap.memory_bytes,
         max(c.comparison.max_abs_err for c in checks),
         max(c.comparison.max_rel_err for c in checks),
         Status.FAIL if any(bad) else Status.PASS, reasons, replays=REPLAYS,
         token_agreement=min(lp.token_agreement for lp in lps) if lps else None,
-        max_logprob_err=max(lp.max_logprob_err for lp in lps) if lps else None)
+        max_logprob_err=max(lp.max_logprob_err for lp in lps) if lps else None), step)
 
 
 def _pad_rows(step: StepContext, captured: dict[int, Captured], mechanism: str
@@ -125,10 +136,11 @@ def _pad_rows(step: StepContext, captured: dict[int, Captured], mechanism: str
     rows = []
     for size, target in padded_sizes(list(captured)).items():
         check = replay_check(step, captured[target], step.inputs(size))
-        rows.append(CaptureRow(size, mechanism, None, None, check.comparison.max_abs_err,
-                               check.comparison.max_rel_err,
-                               Status.PASS if check.ok else Status.FAIL, check.reasons,
-                               padded_to=target))
+        rows.append(_fresh(CaptureRow(size, mechanism, None, None,
+                                      check.comparison.max_abs_err,
+                                      check.comparison.max_rel_err,
+                                      Status.PASS if check.ok else Status.FAIL, check.reasons,
+                                      padded_to=target), step))
     return rows
 
 

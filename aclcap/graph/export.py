@@ -16,14 +16,59 @@ from torch.utils._sympy.numbers import int_oo
 
 from aclcap.errors import CaptureError, first_line
 
+# What a GraphModule already has: unlifting the exported state onto one (AOTInductor, and
+# ExportedProgram.module()) fails on a parameter or buffer of the same name with
+# `KeyError: "attribute 'code' already exists"` (torch 2.13).
+_GRAPH_MODULE = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
+
+
+def _taken(fqn: str) -> bool:
+    return any(hasattr(_GRAPH_MODULE, part) for part in fqn.split("."))
+
+
+class _SafeNames(torch.nn.Module):
+    """The model with its parameters and buffers lifted under names a GraphModule never
+    has (`state_0_proj_code` for `proj.code`): the step runs the model itself through
+    torch.func.functional_call on them, so the graph is the same and so are the values.
+    The model is kept off the module tree, so its own names are not exported too."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        object.__setattr__(self, "_model", model)
+        self._fqns: dict[str, str] = {}
+        for i, (fqn, tensor) in enumerate([*model.named_parameters(),
+                                           *model.named_buffers()]):
+            safe = f"state_{i}_{fqn.replace('.', '_')}"
+            self._fqns[safe] = fqn
+            if isinstance(tensor, torch.nn.Parameter):
+                self.register_parameter(safe, tensor)
+            else:
+                self.register_buffer(safe, tensor)
+
+    def forward(self, *args: Any) -> Any:
+        state = {fqn: getattr(self, safe) for safe, fqn in self._fqns.items()}
+        return torch.func.functional_call(self._model, state, args)
+
+
+def exportable(model: torch.nn.Module) -> torch.nn.Module:
+    """The model, or where one of its parameters or buffers is named like a GraphModule
+    attribute (`code`, `graph`, `meta`, ...) the model behind safe names (_SafeNames).
+    Only then: every other model exports exactly as written, with its own state names."""
+    names = [n for n, _ in [*model.named_parameters(), *model.named_buffers()]]
+    return _SafeNames(model) if any(_taken(n) for n in names) else model
+
 
 def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
             ) -> torch.export.ExportedProgram:
     """torch.export prints the partial graph to stderr when it fails; the caller reports
     the exception in one line, so that print is dropped."""
     dynamic = tuple({d: dim for d in ds} or None for ds in dims) if dim is not None else None
+    module = exportable(model)
+    if module is not model and dynamic is not None:
+        dynamic = (dynamic,)  # _SafeNames.forward(*args): the inputs are one tuple
     with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
-        return torch.export.export(model, tuple(t.clone() for t in args), dynamic_shapes=dynamic)
+        return torch.export.export(module, tuple(t.clone() for t in args),
+                                   dynamic_shapes=dynamic)
 
 
 def export_step(model: torch.nn.Module, args: tuple, dims: list[list[int]]

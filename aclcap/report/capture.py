@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
 def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[RenderableType]:
     """Everything `aclcap capture` prints, in order, one renderable a print."""
-    parts: list[RenderableType] = [capture_table(result, per_rank, width),
-                                   line(mechanism_line(result))]
+    parts: list[RenderableType] = [capture_table(result, per_rank, width)]
+    parts += [line(f"[yellow]warning:[/] {escape(text)}") for text in warning_lines(result)]
+    parts.append(line(mechanism_line(result)))
     if text := totals_line(result):
         parts.append(line(text))
     if text := phases_line(result):
@@ -110,6 +111,17 @@ def _reasons(rows: list[CaptureRow]) -> list[tuple[str, list[str]]]:
             sizes.setdefault(tuple(r.reasons), []).append(f"{r.size}{rank}")
     return [(("sizes " if len(names) > 1 else "size ") + ", ".join(names), list(reasons))
             for reasons, names in sizes.items()]
+
+
+def warning_lines(result: CaptureReport) -> list[str]:
+    """Each warning once, with the sizes (and ranks) whose rows carry it."""
+    sizes: dict[str, list[str]] = {}
+    for r in sorted(result.rank_rows or result.rows, key=lambda r: (r.size, r.rank or 0)):
+        for text in r.warnings:
+            rank = f" (rank {r.rank})" if r.rank is not None else ""
+            sizes.setdefault(text, []).append(f"{r.size}{rank}")
+    return [f"{'sizes' if len(names) > 1 else 'size'} {', '.join(names)}: {text}"
+            for text, names in sizes.items()]
 
 
 def totals_line(result: CaptureReport) -> str | None:

@@ -40,5 +40,8 @@ std::tuple<at::Tensor, at::Tensor> get_masked_input_and_mask(
     int64_t added_vocab_end_index);
 void reshape_and_cache(const at::Tensor& key, const at::Tensor& value, at::Tensor& key_cache,
                        at::Tensor& value_cache, const at::Tensor& slot_mapping);
+at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& key_cache,
+                           const at::Tensor& value_cache, double scale,
+                           const at::Tensor& block_tables, const at::Tensor& seq_lens);
 
 }  // namespace aclcap

@@ -26,6 +26,14 @@ TORCH_LIBRARY(aclcap, m) {
   m.def(
       "reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) "
       "value_cache, Tensor slot_mapping) -> ()");
+  // vLLM's paged_attention_v1 argument order, less what the tensors already say (out, which
+  // is returned instead; num_kv_heads, block_size, max_seq_len) and what it does not do
+  // (alibi, quantized caches, block sparsity). Tagged cudagraph_unsafe as vLLM's piecewise
+  // runtime treats attention: a split point, run eagerly between the captured pieces.
+  m.def(
+      "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, float scale, "
+      "Tensor block_tables, Tensor seq_lens) -> Tensor",
+      {at::Tag::cudagraph_unsafe});
 }
 
 TORCH_LIBRARY_IMPL(aclcap, CPU, m) {
@@ -37,6 +45,7 @@ TORCH_LIBRARY_IMPL(aclcap, CPU, m) {
   m.impl("silu_and_mul.out", TORCH_FN(aclcap::silu_and_mul_out));
   m.impl("get_masked_input_and_mask", TORCH_FN(aclcap::get_masked_input_and_mask));
   m.impl("reshape_and_cache", TORCH_FN(aclcap::reshape_and_cache));
+  m.impl("paged_attention", TORCH_FN(aclcap::paged_attention));
 }
 
 // ACLCAP_NO_META builds the kernels without these (aclcap_ops.nometa, build/cpu-nometa/):

@@ -1,0 +1,23 @@
+"""Are a model file's inputs fresh? Replays run on new calls of make_inputs(size) so that a
+value frozen into the graph at capture (an input read as a constant) shows up as a
+difference from eager. A make_inputs that seeds its generator with the size returns the
+capture's own values every time, and a replay then proves nothing about that: said as a
+warning on the row, JSON `fresh_inputs: false`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+STALE_INPUTS = ("make_inputs returned the same values twice: replays used the capture's own "
+                "values, so values frozen into the graph would go unnoticed; draw them from "
+                "an unseeded generator")
+
+
+def inputs_are_fresh(inputs: Callable[[int], tuple], size: int) -> bool:
+    """Whether two calls of `inputs(size)` differ in any value (or in their structure)."""
+    first, second = inputs(size), inputs(size)
+    return len(first) != len(second) or any(
+        a.shape != b.shape or a.dtype != b.dtype or not torch.equal(a, b)
+        for a, b in zip(first, second, strict=True))
