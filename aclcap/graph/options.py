@@ -29,6 +29,8 @@ class StepOptions:
     nproc: int | None = None  # --nproc: ranks of torch.distributed
     timeout: float = 120.0  # --nproc: seconds before a silent rank is diagnosed
     port: int = 0  # --nproc: the TCPStore's port (0: any free one)
+    graph_mode: str = "full"  # full: one graph per size; piecewise: split at splitting ops
+    split_ops: tuple[str, ...] | None = None  # --split-ops; None: the model's SPLITTING_OPS
 
     # Every field is either keyed (it changes the artifact's code: cache_factors() reads it)
     # or ignored, with the reason. A test fails on a field in neither, so a new option has
@@ -45,6 +47,8 @@ class StepOptions:
         "nproc": "each rank's exported program is keyed on its own",
         "timeout": "a deadline of the launcher, not of the code",
         "port": "where the ranks meet, not what they compile",
+        "graph_mode": "piecewise artifacts are keyed on each piece's own exported program",
+        "split_ops": "they change the pieces, whose exported programs are keyed",
     }
 
     def inductor_configs(self) -> dict[str, Any]:
