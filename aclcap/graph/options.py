@@ -59,3 +59,27 @@ class StepOptions:
         """The options that enter the AOTI cache key (next to the exported program, the
         torch and aclcap versions and the op libraries): what changes the artifact's code."""
         return self.inductor_configs()
+
+
+GRAPH_MODES = ("full", "piecewise")
+
+
+def parse_graph_mode(mode: str, split_ops: str | None) -> tuple[str, tuple[str, ...] | None]:
+    """`--graph-mode` and `--split-ops a,b` checked before torch is imported; bad input
+    raises UsageError naming the fix."""
+    from aclcap.errors import UsageError
+
+    if mode not in GRAPH_MODES:
+        raise UsageError(f"--graph-mode {mode}: choose full (one graph per size) or piecewise "
+                         "(split at the splitting ops, a graph per piece per size)")
+    if split_ops is None:
+        return mode, None
+    if mode != "piecewise":
+        raise UsageError("--split-ops names where piecewise capture splits: add "
+                         "--graph-mode piecewise")
+    ops = tuple(o.strip() for o in split_ops.split(",") if o.strip())
+    bad = [o for o in ops if "::" not in o]
+    if bad or not ops:
+        raise UsageError(f"--split-ops {split_ops!r}: give ops as namespace::name, "
+                         "comma-separated, e.g. --split-ops aclcap::paged_attention")
+    return mode, ops
