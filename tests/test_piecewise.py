@@ -196,3 +196,21 @@ def test_splitting_ops_that_are_not_op_names_are_one_line_exit_2(tmp_path):
     run = aclcap("capture", str(model), "--device", "cpu", "--graph-mode", "piecewise")
     assert run.code == 2
     assert "SPLITTING_OPS must be a list of op names" in run.stderr
+
+
+def test_bench_times_full_and_piecewise_beside_eager_and_compiled():
+    run = aclcap("bench", str(MODELS / "piecewise_multi_output.py"), "--device", "cpu",
+                 "--graph-mode", "full,piecewise", "--shapes", "2", "--rounds", "5",
+                 "--max-time", "0", "--json", "-")
+    assert run.code == 0, run.stdout + run.stderr
+    rows = {r["mode"]: r for r in run.json()["results"]}
+    assert set(rows) == {"eager", "compiled", "graph", "piecewise"}
+    assert rows["graph"]["mechanism"] == "aoti"
+    assert rows["piecewise"]["mechanism"] == "aoti-piecewise"
+    assert rows["piecewise"]["launches"] == 3 + 2  # graph pieces + eager splitting ops
+    assert rows["piecewise"]["step_median_us"] > 0
+
+
+def test_bench_graph_mode_needs_graph_replay():
+    run = aclcap("bench", str(TINY), "--graph-mode", "piecewise", "--modes", "eager")
+    assert run.code == 2 and "keep graph in --modes" in run.stderr

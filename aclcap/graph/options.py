@@ -64,22 +64,26 @@ class StepOptions:
 GRAPH_MODES = ("full", "piecewise")
 
 
-def parse_graph_mode(mode: str, split_ops: str | None) -> tuple[str, tuple[str, ...] | None]:
-    """`--graph-mode` and `--split-ops a,b` checked before torch is imported; bad input
-    raises UsageError naming the fix."""
+def parse_graph_mode(mode: str, split_ops: str | None, several: bool = False
+                     ) -> tuple[str, tuple[str, ...] | None]:
+    """`--graph-mode` (bench: `several` comma-separated, e.g. full,piecewise) and
+    `--split-ops a,b`, checked before torch is imported; bad input raises UsageError naming
+    the fix. Returns the modes in a fixed order, comma-joined, and the split ops."""
     from aclcap.errors import UsageError
 
-    if mode not in GRAPH_MODES:
-        raise UsageError(f"--graph-mode {mode}: choose full (one graph per size) or piecewise "
-                         "(split at the splitting ops, a graph per piece per size)")
+    modes = [m.strip() for m in mode.split(",") if m.strip()] if several else [mode]
+    if not modes or any(m not in GRAPH_MODES for m in modes):
+        listed = "full,piecewise (comma-separated)" if several else "full"
+        raise UsageError(f"--graph-mode {mode}: choose {listed} (one graph per size) or "
+                         "piecewise (split at the splitting ops, a graph per piece per size)")
+    joined = ",".join(m for m in GRAPH_MODES if m in modes)
     if split_ops is None:
-        return mode, None
-    if mode != "piecewise":
+        return joined, None
+    if "piecewise" not in modes:
         raise UsageError("--split-ops names where piecewise capture splits: add "
                          "--graph-mode piecewise")
     ops = tuple(o.strip() for o in split_ops.split(",") if o.strip())
-    bad = [o for o in ops if "::" not in o]
-    if bad or not ops:
+    if not ops or any("::" not in o for o in ops):
         raise UsageError(f"--split-ops {split_ops!r}: give ops as namespace::name, "
                          "comma-separated, e.g. --split-ops aclcap::paged_attention")
-    return mode, ops
+    return joined, ops
