@@ -124,7 +124,9 @@ class GraphPiece(torch.nn.Module):
             if problems := self.check(self.gm, args):
                 raise CaptureError("; ".join(problems))
             self.run = self.compiler(self.piece, self.gm, args)
-        statics = [a if a.data_ptr() in self.weights or source == "graph" else a.clone()
+        # A weight, a step input (the capture's own input buffer, as a full graph's is) or a
+        # graph piece's output is its own static buffer; a splitting op's output is copied.
+        statics = [a.clone() if source == "eager" and a.data_ptr() not in self.weights else a
                    for a, source in zip(args, self.sources, strict=True)]
         before = [s.clone() for s in statics]
         t0 = time.perf_counter()
