@@ -165,7 +165,7 @@ def run_bench(options: BenchOptions,
 
             piecewise = PiecewiseAotiBackend(options)
             captured_pw = {c.size: c for c in piecewise.capture(step, sizes)}
-            pieces = (piecewise.facts.piecewise or {})
+            pieces = piecewise.facts.piecewise or {}
             modes.append("piecewise")
     compiled = torch.compile(model) if "compiled" in modes else None
     done = 0
