@@ -214,3 +214,12 @@ def test_bench_times_full_and_piecewise_beside_eager_and_compiled():
 def test_bench_graph_mode_needs_graph_replay():
     run = aclcap("bench", str(TINY), "--graph-mode", "piecewise", "--modes", "eager")
     assert run.code == 2 and "keep graph in --modes" in run.stderr
+
+
+def test_piece_input_twice_the_size_long_is_exported_with_a_derived_dim():
+    """A dim of 2 * tokens crossing into a piece beside a token dim: exported as a dim
+    derived from the tokens (a static one would make export refuse the piece)."""
+    run = capture(str(MODELS / "piecewise_derived_dim.py"), "--graph-mode", "piecewise",
+                  "--shapes", "1,2,4", "--pad")
+    assert run.code == 0, run.stdout + run.stderr
+    assert all(r["status"] == "pass" for r in run.json()["results"])

@@ -40,15 +40,31 @@ def _no_guards(entries: list) -> list[bool]:
     return [False] * len(entries)
 
 
+def _dim(size: Any, tokens: Any) -> Any:
+    """The export Dim of one traced dim: a bare size symbol is `tokens` (every size symbol is
+    the step's token count, as the full backend exports it), `a * s + b` is derived from it
+    (a piece may receive `torch.cat` of two token-long tensors); None: static."""
+    if not isinstance(size, torch.SymInt):
+        return None
+    expr = size.node.expr
+    if len(expr.free_symbols) != 1:
+        return None
+    sym = next(iter(expr.free_symbols))
+    a, b = expr.coeff(sym), expr.subs(sym, 0)
+    if not (a.is_Integer and b.is_Integer and a > 0 and (expr - a * sym - b) == 0):
+        return None
+    derived = tokens if a == 1 else int(a) * tokens
+    return derived if b == 0 else derived + int(b)
+
+
 def _dynamic_shapes(gm: torch.fx.GraphModule) -> tuple:
-    """Every dim Dynamo traced as a bare size symbol is one Dim (>= 1): the step's token
-    dim, as the full backend exports it; a derived dim (2 * s) stays static."""
+    """Per input of a piece, its dims that follow the step's size."""
     tokens = Dim("tokens", min=1)
     shapes = []
     for node in (n for n in gm.graph.nodes if n.op == "placeholder"):
         value = node.meta.get("example_value")
-        dims = {d: tokens for d, s in enumerate(getattr(value, "shape", ()))
-                if isinstance(s, torch.SymInt) and s.node.expr.is_Symbol}
+        dims = {d: dim for d, s in enumerate(getattr(value, "shape", ()))
+                if (dim := _dim(s, tokens)) is not None}
         shapes.append(dims or None)
     # A recompiled GraphModule's forward reads as (*args): its inputs are then one tuple.
     varargs = any(p.kind is p.VAR_POSITIONAL

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aclcap.errors import CaptureError
+from aclcap.errors import CaptureError, first_line
 from aclcap.graph.piecewise.split import Piece, node_site, splits_on
 
 # Compiles a piece on its first inputs: returns what runs it on a flat list of tensors.
@@ -130,7 +130,12 @@ class GraphPiece(torch.nn.Module):
                    for a, source in zip(args, self.sources, strict=True)]
         before = [s.clone() for s in statics]
         t0 = time.perf_counter()
-        outputs = list(self.run(statics))
+        try:
+            outputs = list(self.run(statics))
+        except Exception as exc:  # e.g. a dim the export kept static, at another size
+            raise CaptureError(f"piecewise: graph piece {self.piece.index} fails its first run "
+                               f"at input shapes {[list(a.shape) for a in args]}: "
+                               f"{first_line(exc)}") from exc
         capture_us = (time.perf_counter() - t0) * 1e6
         mutated = [i for i, (a, b) in enumerate(zip(before, statics, strict=True))
                    if not torch.equal(a, b)]
