@@ -152,7 +152,7 @@ def run_bench(options: BenchOptions,
 
     steps: dict[tuple[int, str], Callable[[], object]] = {}
     launches: dict[tuple[int, str], int | None] = {}
-    captured = {}
+    captured, captured_pw, pieces = {}, {}, {}
     if "graph" in modes:
         progress(f"capturing sizes {sizes} ({backend.mechanism})", 0)
         try:
@@ -160,6 +160,13 @@ def run_bench(options: BenchOptions,
         except CaptureError as exc:
             raise CaptureError(f"graph mode: capture failed: {exc} (run `aclcap capture` for "
                                "the details, or leave graph out of --modes)") from exc
+        if options.graph_mode == "full,piecewise":  # the piecewise step gets rows of its own
+            from aclcap.graph.piecewise.backend import PiecewiseAotiBackend
+
+            piecewise = PiecewiseAotiBackend(options)
+            captured_pw = {c.size: c for c in piecewise.capture(step, sizes)}
+            pieces = piecewise.facts.piecewise or {}
+            modes.append("piecewise")
     compiled = torch.compile(model) if "compiled" in modes else None
     done = 0
     for size in sizes:
@@ -172,6 +179,11 @@ def run_bench(options: BenchOptions,
             elif mode == "compiled":
                 fn = lambda a=args: compiled(*a)  # noqa: E731
                 launches[(size, mode)] = None
+            elif mode == "piecewise":
+                cap = captured_pw[size]
+                fn = lambda c=cap: c.replay(c.static_inputs)  # noqa: E731
+                # a launch per graph piece, and at least one per eager splitting op
+                launches[(size, mode)] = pieces["graphs_per_size"] + pieces["eager_pieces"]
             else:
                 cap = captured[size]
                 fn = lambda c=cap: c.replay(c.static_inputs)  # noqa: E731
@@ -230,7 +242,9 @@ def run_bench(options: BenchOptions,
         host, _ = median_p90([t.host_us for t in timed])
         dev = median_p90([t.device_us for t in timed])[0] if timed[0].device_us else None
         report.rows.append(BenchRow(size, mode, "eager" if mode == "eager" else
-                                    "inductor" if mode == "compiled" else backend.mechanism,
+                                    "inductor" if mode == "compiled" else
+                                    "aoti-piecewise" if mode == "piecewise" else
+                                    backend.mechanism,
                                     med, p90, host, dev, launches[(size, mode)],
                                     spread=p90 / med, unstable=p90 / med > UNSTABLE_SPREAD))
     set_speedups(report.rows, {key: [t.step_us for t in timed]

@@ -62,6 +62,13 @@ def bench(
                        "each size and mode (torch.profiler): top ops by self time as a "
                        "share of the step, side by side per mode.")] = False,
     max_autotune: MaxAutotuneOpt = False,
+    graph_mode: Annotated[str, typer.Option(
+        "--graph-mode", metavar="full,piecewise", help="What graph mode replays: full (one "
+        "graph per size), piecewise (split at the splitting ops; cpu only so far), or both "
+        "comma-separated (piecewise then gets rows of its own).")] = "full",
+    split_ops: Annotated[str | None, typer.Option(
+        "--split-ops", metavar="NS::OP,...", help="With piecewise: the ops to split at, "
+        "instead of the model file's SPLITTING_OPS.")] = None,
     nproc: NprocOpt = None,
     oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
@@ -93,6 +100,14 @@ def bench(
     baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
     check_dtype_name(dtype)
     chosen = parse_modes(modes)
+    from aclcap.errors import UsageError
+    from aclcap.graph.options import parse_graph_mode
+
+    graph_modes, splits = parse_graph_mode(graph_mode, split_ops, several=True)
+    if "piecewise" in graph_modes and nproc is not None:
+        raise UsageError("--graph-mode piecewise runs one process: leave out --nproc")
+    if "piecewise" in graph_modes and "graph" not in chosen:
+        raise UsageError("--graph-mode piecewise times graph replay: keep graph in --modes")
     resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
     if nproc is not None:
         check_nproc(nproc, resolved, oversubscribe)
@@ -100,7 +115,7 @@ def bench(
         model=str(model) if model else None, shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,
         port=port, modes=chosen, rounds=rounds, pad=pad, profile=profile,
-        max_time_s=max_time)
+        max_time_s=max_time, graph_mode=graph_modes, split_ops=splits)
     from aclcap.bench.run import run_bench
 
     quiet_torch()

@@ -28,6 +28,7 @@ from aclcap.cli._options import (
     stepper,
 )
 from aclcap.errors import UsageError
+from aclcap.graph.options import parse_graph_mode
 
 
 @handle_errors
@@ -57,6 +58,15 @@ def capture(
         "after the first (counted by Dynamo's counters; each one is listed with its guard).")
     ] = False,
     max_autotune: MaxAutotuneOpt = False,
+    graph_mode: Annotated[str, typer.Option(
+        "--graph-mode", metavar="full|piecewise", help="full: one graph per size; piecewise "
+        "(vLLM's and vllm-ascend's default): the step split at its splitting ops (the model "
+        "file's SPLITTING_OPS, ops tagged cudagraph_unsafe), a graph per piece per size, the "
+        "splitting ops eager between (cpu only so far).")] = "full",
+    split_ops: Annotated[str | None, typer.Option(
+        "--split-ops", metavar="NS::OP,...", help="With --graph-mode piecewise: the ops to "
+        "split at, instead of the model file's SPLITTING_OPS (ops tagged cudagraph_unsafe "
+        "always split).")] = None,
     nproc: NprocOpt = None,
     oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
@@ -121,6 +131,9 @@ def capture(
     check_model_path(model)
     sizes = parse_shapes(shapes) if shapes is not None else None
     check_dtype_name(dtype)
+    mode, splits = parse_graph_mode(graph_mode, split_ops)
+    if mode == "piecewise" and nproc is not None:
+        raise UsageError("--graph-mode piecewise runs one process: leave out --nproc")
     resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
     if nproc is not None:
         check_nproc(nproc, resolved, oversubscribe)
@@ -130,7 +143,8 @@ def capture(
         model=str(model), shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, compile_backend=compile_backend, max_autotune=max_autotune,
         use_cache=not no_cache, nproc=nproc, timeout=timeout, port=port, fullgraph=fullgraph,
-        pad=pad, bisect=bisect, fail_on_recompile=fail_on_recompile)
+        pad=pad, bisect=bisect, fail_on_recompile=fail_on_recompile, graph_mode=mode,
+        split_ops=splits)
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)

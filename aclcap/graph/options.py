@@ -29,6 +29,8 @@ class StepOptions:
     nproc: int | None = None  # --nproc: ranks of torch.distributed
     timeout: float = 120.0  # --nproc: seconds before a silent rank is diagnosed
     port: int = 0  # --nproc: the TCPStore's port (0: any free one)
+    graph_mode: str = "full"  # full: one graph per size; piecewise: split at splitting ops
+    split_ops: tuple[str, ...] | None = None  # --split-ops; None: the model's SPLITTING_OPS
 
     # Every field is either keyed (it changes the artifact's code: cache_factors() reads it)
     # or ignored, with the reason. A test fails on a field in neither, so a new option has
@@ -45,6 +47,8 @@ class StepOptions:
         "nproc": "each rank's exported program is keyed on its own",
         "timeout": "a deadline of the launcher, not of the code",
         "port": "where the ranks meet, not what they compile",
+        "graph_mode": "piecewise artifacts are keyed on each piece's own exported program",
+        "split_ops": "they change the pieces, whose exported programs are keyed",
     }
 
     def inductor_configs(self) -> dict[str, Any]:
@@ -55,3 +59,31 @@ class StepOptions:
         """The options that enter the AOTI cache key (next to the exported program, the
         torch and aclcap versions and the op libraries): what changes the artifact's code."""
         return self.inductor_configs()
+
+
+GRAPH_MODES = ("full", "piecewise")
+
+
+def parse_graph_mode(mode: str, split_ops: str | None, several: bool = False
+                     ) -> tuple[str, tuple[str, ...] | None]:
+    """`--graph-mode` (bench: `several` comma-separated, e.g. full,piecewise) and
+    `--split-ops a,b`, checked before torch is imported; bad input raises UsageError naming
+    the fix. Returns the modes in a fixed order, comma-joined, and the split ops."""
+    from aclcap.errors import UsageError
+
+    modes = [m.strip() for m in mode.split(",") if m.strip()] if several else [mode]
+    if not modes or any(m not in GRAPH_MODES for m in modes):
+        listed = "full,piecewise (comma-separated)" if several else "full"
+        raise UsageError(f"--graph-mode {mode}: choose {listed} (one graph per size) or "
+                         "piecewise (split at the splitting ops, a graph per piece per size)")
+    joined = ",".join(m for m in GRAPH_MODES if m in modes)
+    if split_ops is None:
+        return joined, None
+    if "piecewise" not in modes:
+        raise UsageError("--split-ops names where piecewise capture splits: add "
+                         "--graph-mode piecewise")
+    ops = tuple(o.strip() for o in split_ops.split(",") if o.strip())
+    if not ops or any("::" not in o for o in ops):
+        raise UsageError(f"--split-ops {split_ops!r}: give ops as namespace::name, "
+                         "comma-separated, e.g. --split-ops aclcap::paged_attention")
+    return joined, ops

@@ -28,6 +28,7 @@ class ModelSpec:
     source_sha256: str = ""
     logits: bool = False  # LOGITS = True: output 0 is [tokens, vocab] logits
     replicated_outputs: list[int] = field(default_factory=list)  # --nproc: equal on all ranks
+    splitting_ops: list[str] = field(default_factory=list)  # piecewise: SPLITTING_OPS
 
     @property
     def name(self) -> str:
@@ -112,9 +113,15 @@ def load_model_file(path: str | Path) -> ModelSpec:
                                                           for i in replicated)):
         raise UsageError(f"model file {path}: REPLICATED_OUTPUTS must be a list of output "
                          "indices, e.g. [0]")
+    splitting = getattr(module, "SPLITTING_OPS", [])
+    if not (isinstance(splitting, (list, tuple)) and all(isinstance(o, str) and "::" in o
+                                                         for o in splitting)):
+        raise UsageError(f"model file {path}: SPLITTING_OPS must be a list of op names, "
+                         'e.g. ["ns::attention"]')
     return ModelSpec(path, module.build_model, module.make_inputs, tolerance, libs,
                      sorted(set(shapes)), hashlib.sha256(source).hexdigest(),
-                     bool(getattr(module, "LOGITS", False)), list(replicated))
+                     bool(getattr(module, "LOGITS", False)), list(replicated),
+                     list(splitting))
 
 
 def instantiate_model(spec: ModelSpec, device: Any, dtype: Any) -> Any:

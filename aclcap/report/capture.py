@@ -32,6 +32,7 @@ def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[Re
     parts: list[RenderableType] = [capture_table(result, per_rank, width)]
     parts += [line(f"[yellow]warning:[/] {escape(text)}") for text in warning_lines(result)]
     parts.append(line(mechanism_line(result)))
+    parts += [plain(text) for text in piecewise_lines(result)]
     if text := totals_line(result):
         parts.append(line(text))
     if text := phases_line(result):
@@ -144,6 +145,13 @@ def phases_line(result: CaptureReport) -> str:
 def mechanism_line(result: CaptureReport) -> str:
     """Which mechanism ran, said in words (the brief: output must always say so)."""
     facts = result.backend
+    if result.mechanism == "aoti-piecewise":
+        built = "not built" if facts.artifact_bytes is None else \
+            f"{(facts.artifact_bytes or 0) / 2**20:.1f} MiB of artifacts, " + \
+            ("cache hit" if facts.cache_hit else "compiled")
+        return ("mechanism: aoti-piecewise (the step split at its splitting ops; each graph "
+                "piece an AOTInductor artifact with the size dim dynamic, replayed per size over "
+                f"static buffers; the splitting ops run eagerly between): {built}")
     if result.mechanism == "aoti":
         if facts.artifact is None:
             return "mechanism: aoti (AOTInductor, one artifact for all sizes): not built"
@@ -166,6 +174,29 @@ def mechanism_line(result: CaptureReport) -> str:
     api = facts.graph_api or "device graph"
     return (f"mechanism: {result.mechanism} via {api}, step compiled with "
             f"torch.compile(backend={facts.compile_backend!r}), one shared pool")
+
+
+def piecewise_lines(result: CaptureReport) -> list[str]:
+    """The ops the step was split on with their lines, the pieces, the graphs per size and
+    in all (what a stream budget counts), and each size's capture time and memory per
+    piece. Nothing for a full capture."""
+    pw = getattr(result.backend, "piecewise", None)
+    if not pw:
+        return []
+    named = ", ".join(pw["split_on"]) or "none named"
+    lines = [f"split on: {named} (and any op tagged cudagraph_unsafe)"]
+    lines += [f"  {s['op']} x{s['count']} at {short_paths(s['file'])}:{s['line']} "
+              f"(`{s['code']}`)" if "line" in s else f"  {s['op']} x{s['count']}"
+              for s in pw["split_ops"]]
+    lines.append(f"pieces: {pw['graph_pieces'] + pw['eager_pieces']} per step, "
+                 f"{pw['graph_pieces']} graph(s) and {pw['eager_pieces']} eager splitting "
+                 f"op(s); graphs captured: {pw['graphs_per_size']} per size, "
+                 f"{pw['total_graphs']} in all (each graph costs a stream on Ascend)")
+    for size in pw["sizes"]:
+        each = ", ".join(f"#{g['piece']} {g['capture_us'] / 1000:.1f} ms "
+                         f"{g['memory_bytes'] / 2**20:.2f} MiB" for g in size["graphs"])
+        lines.append(f"  size {size['size']}: {len(size['graphs'])} graph(s): {each}")
+    return lines
 
 
 def trace_lines(result: CaptureReport) -> list[str]:

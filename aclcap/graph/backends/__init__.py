@@ -21,6 +21,13 @@ def backend_for(device: str, options: StepOptions) -> Backend:
                          "choose the compile backend with --compile-backend instead")
 
     chosen = resolve_compile_backend(compile_backend) if compile_backend else None
+    if options.graph_mode == "piecewise":
+        if device != "cpu":
+            raise UsageError(f"--graph-mode piecewise is built for cpu only so far; on {device} "
+                             "capture with --graph-mode full")
+        from aclcap.graph.piecewise.backend import PiecewiseAotiBackend
+
+        return PiecewiseAotiBackend(options)
     if device == "cpu":
         from aclcap.graph.backends.aoti import AotiBackend
 

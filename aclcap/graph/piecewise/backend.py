@@ -1,0 +1,209 @@
+"""cpu piecewise: torch.compile hands the step's FX graph to a backend that splits it at
+the splitting ops; each graph piece becomes an AOTInductor artifact with its size dims
+dynamic (cached like the full step's, keyed on the piece's exported program) and is
+captured per size over static buffers; the splitting ops run eagerly between the pieces.
+
+Dynamo's guards are dropped (`guard_filter_fn`), as vLLM drops them: the step is traced
+once, at the largest size, and every size reuses it, so size 1 does not recompile and no
+piece is compiled twice. A step that branches on its size is therefore replayed on the
+branch of the traced size, and replay == eager is what catches it."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch.export import Dim
+
+from aclcap.errors import CaptureError, first_line
+from aclcap.graph.backends.aoti import AotiBackend
+from aclcap.graph.backends.base import BackendSummary, Captured
+from aclcap.graph.compiles import CompileLog, mark_size_dims
+from aclcap.graph.options import StepOptions
+from aclcap.graph.piecewise.pieces import GraphPiece, refresh_changed, splitting_ops_inside
+from aclcap.graph.piecewise.split import Piece, SplitStep, split_graph
+from aclcap.graph.step import StepContext
+
+MECHANISM = "aoti-piecewise"
+
+
+@dataclass
+class PiecewiseSummary(BackendSummary):
+    piecewise: dict[str, Any] | None = None  # pieces, split ops, per-size graphs
+
+
+def _no_guards(entries: list) -> list[bool]:
+    return [False] * len(entries)
+
+
+def _dim(size: Any, tokens: Any) -> Any:
+    """The export Dim of one traced dim: a bare size symbol is `tokens` (every size symbol is
+    the step's token count, as the full backend exports it), `a * s + b` is derived from it
+    (a piece may receive `torch.cat` of two token-long tensors); None: static."""
+    if not isinstance(size, torch.SymInt):
+        return None
+    expr = size.node.expr
+    if len(expr.free_symbols) != 1:
+        return None
+    sym = next(iter(expr.free_symbols))
+    a, b = expr.coeff(sym), expr.subs(sym, 0)
+    if not (a.is_Integer and b.is_Integer and a > 0 and (expr - a * sym - b) == 0):
+        return None
+    derived = tokens if a == 1 else int(a) * tokens
+    return derived if b == 0 else derived + int(b)
+
+
+def _dynamic_shapes(gm: torch.fx.GraphModule) -> tuple:
+    """Per input of a piece, its dims that follow the step's size."""
+    tokens = Dim("tokens", min=1)
+    shapes = []
+    for node in (n for n in gm.graph.nodes if n.op == "placeholder"):
+        value = node.meta.get("example_value")
+        dims = {d: dim for d, s in enumerate(getattr(value, "shape", ()))
+                if (dim := _dim(s, tokens)) is not None}
+        shapes.append(dims or None)
+    # A recompiled GraphModule's forward reads as (*args): its inputs are then one tuple.
+    varargs = any(p.kind is p.VAR_POSITIONAL
+                  for p in inspect.signature(gm.forward).parameters.values())
+    return (tuple(shapes),) if varargs else tuple(shapes)
+
+
+class PiecewiseAotiBackend:
+    mechanism = MECHANISM
+
+    def __init__(self, options: StepOptions,
+                 refresh: Callable[[str, torch.Tensor, torch.Tensor], bool] = refresh_changed
+                 ) -> None:
+        self.options = options
+        self.aoti = AotiBackend(options)  # its artifact cache, per piece
+        self.refresh = refresh
+        self.compile_backend = self._split_backend  # what torch.compile is given
+        self.phases_s: dict[str, float] = {}
+        self.splits: list[SplitStep] = []
+        self.pieces: list[GraphPiece] = []
+        self.artifacts: list[dict[str, Any]] = []
+        self.names: frozenset[str] = frozenset()
+        self.facts = PiecewiseSummary()
+        self._step: StepContext | None = None
+        self._capturing: int | None = None
+
+    def summary(self) -> BackendSummary:
+        return replace(self.facts, compile_backend="piecewise (split_module, aoti per piece)",
+                       inductor_configs=self.options.inductor_configs())
+
+    def _split_backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        """Dynamo's graph -> the split step, each graph piece replaced by its runner."""
+        assert self._step is not None
+        step = self._step
+        split = split_graph(gm, self.names, step.spec.path)
+        weights = {t.data_ptr() for t in (*step.model.parameters(), *step.model.buffers())}
+        for piece in split.pieces:
+            if piece.splitting_op is None:
+                sub = getattr(split.module, piece.name)
+                runner = GraphPiece(piece, sub, split.sources[piece.name], self._compile,
+                                    lambda g, a: splitting_ops_inside(g, a, self.names,
+                                                                      step.spec.path),
+                                    self.refresh)
+                runner.weights = weights
+                runner.capturing = self._capturing  # traced within a capture's call
+                delattr(split.module, piece.name)
+                setattr(split.module, piece.name, runner)
+                self.pieces.append(runner)
+        self.splits.append(split)
+        return split.module
+
+    def _compile(self, piece: Piece, gm: torch.fx.GraphModule, args: tuple
+                 ) -> Callable[[list], list]:
+        """Export the piece with its size dims dynamic and compile (or load) its artifact."""
+        assert self._step is not None
+        t0 = time.perf_counter()
+        try:
+            with torch.no_grad():
+                exported = torch.export.export(gm, tuple(a.clone() for a in args),
+                                               dynamic_shapes=_dynamic_shapes(gm))
+        except Exception as exc:
+            raise CaptureError(f"piecewise: torch.export of piece {piece.index} failed: "
+                               f"{first_line(exc)}") from exc
+        runner, _, facts = self.aoti._artifact(exported, self._step.spec)
+        self.artifacts.append({"piece": piece.index, **facts})
+        self.phases_s["compile_or_load"] = round(
+            self.phases_s.get("compile_or_load", 0.0) + time.perf_counter() - t0, 3)
+        loader = runner.loader
+        return lambda flat: loader.run(flat)
+
+    def capture(self, step: StepContext, sizes: list[int],
+                on_size: Callable[[int], None] | None = None,
+                log: CompileLog | None = None) -> list[Captured]:
+        """Trace once at the largest size, split, then per size (largest first) run the
+        step once with every graph piece capturing: that run compiles each piece (first
+        size only) and captures it over its static buffers."""
+        self._step = step
+        self.names = frozenset(self.options.split_ops if self.options.split_ops is not None
+                               else step.spec.splitting_ops)
+        self.phases_s = {}
+        log = log or CompileLog(self.compile_backend, step.spec.path)
+        compiled = torch.compile(step.model, backend=log.backend,
+                                 options={"guard_filter_fn": _no_guards})
+        order = sorted(sizes, reverse=True)
+        captured = []
+        for size in order:
+            if on_size:
+                on_size(size)
+            static = mark_size_dims(step.inputs(size), step.dims, size)
+            self._capturing = size
+            for piece in self.pieces:
+                piece.capturing = size
+            try:
+                with torch.no_grad():
+                    log.call(compiled, size, static)
+            finally:
+                self._capturing = None
+                for piece in self.pieces:
+                    piece.capturing = None
+            graphs = [p.by_size[size] for p in self.pieces if size in p.by_size]
+            captured.append(Captured(size, sum(g.capture_us for g in graphs),
+                                     sum(g.memory_bytes for g in graphs),
+                                     _replayer(compiled), static))
+        self.facts = PiecewiseSummary(capture_order=order, piecewise=self._facts(order),
+                                      artifact_bytes=sum(a["artifact_bytes"]
+                                                         for a in self.artifacts),
+                                      cache_hit=all(a["cache_hit"] for a in self.artifacts))
+        return captured
+
+    def _facts(self, order: list[int]) -> dict[str, Any]:
+        """Pieces, the ops the step was split on (with their lines), graphs per size and
+        in all (what Ascend's stream budget counts), per size each piece's capture."""
+        pieces = [p for s in self.splits for p in s.pieces]
+        split_ops: dict[tuple, dict[str, Any]] = {}
+        for p in pieces:
+            if p.splitting_op:
+                key = (p.splitting_op, p.site.line if p.site else None)
+                entry = split_ops.setdefault(key, {"op": p.splitting_op, "count": 0,
+                                                   **({"file": p.site.file, "line": p.site.line,
+                                                       "code": p.site.code} if p.site else {})})
+                entry["count"] += 1
+        per_size = [{"size": size, "graphs": [
+            {"piece": p.piece.index, "capture_us": round(p.by_size[size].capture_us, 1),
+             "memory_bytes": p.by_size[size].memory_bytes}
+            for p in self.pieces if size in p.by_size]} for size in order]
+        graphs = len(self.pieces)
+        return {"split_on": sorted(self.names), "pieces": [p.to_dict() for p in pieces],
+                "graph_pieces": graphs, "eager_pieces": len(pieces) - graphs,
+                "split_ops": list(split_ops.values()), "graphs_per_size": graphs,
+                "total_graphs": sum(len(s["graphs"]) for s in per_size), "sizes": per_size,
+                "artifacts": self.artifacts}
+
+
+def _replayer(compiled: Callable) -> Callable[[tuple], Any]:
+    """A replay is the compiled step's call: Dynamo (no guards) runs the split step, whose
+    graph pieces replay their captures and whose splitting ops run eagerly."""
+
+    def replay(args: tuple) -> Any:
+        with torch.no_grad():
+            return compiled(*args)
+
+    return replay

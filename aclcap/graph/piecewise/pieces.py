@@ -1,0 +1,161 @@
+"""A graph piece at run time: compiled once, captured per size over static buffers and
+replayed the way a device graph replays: it reads only the buffers it was captured with.
+
+A piece's input is refreshed (copied into its static buffer) whenever it is not that
+buffer. A graph piece's outputs are its own static buffers, so the next piece finds them
+where it was captured and copies nothing; a splitting op's output is a fresh allocation
+each step, and a piece that trusted it to stay put (as a wrapper that refreshes only the
+step's own inputs does) would replay on the capture's stale values."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aclcap.errors import CaptureError, first_line
+from aclcap.graph.piecewise.split import Piece, node_site, splits_on
+
+# Compiles a piece on its first inputs: returns what runs it on a flat list of tensors.
+Compiler = Callable[[Piece, torch.fx.GraphModule, tuple], Callable[[list], list]]
+
+
+def refresh_changed(source: str, arg: torch.Tensor, static: torch.Tensor) -> bool:
+    """aclcap's rule: copy every input that is not the captured buffer itself."""
+    return arg.data_ptr() != static.data_ptr()
+
+
+@dataclass
+class PieceGraph:
+    """One piece captured at one size."""
+
+    inputs: list[torch.Tensor]  # the static buffers (a weight or a graph piece's output as is)
+    outputs: list[torch.Tensor]
+    mutated: list[int]
+    capture_us: float = 0.0
+    memory_bytes: int = 0
+
+
+class _SplitOpsSeen(TorchDispatchMode):
+    """Every op the dispatcher runs that should have been a split point."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.hits: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        if name := splits_on(func, self.names):
+            self.hits.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def splitting_ops_inside(gm: torch.fx.GraphModule, args: tuple, names: frozenset[str],
+                         model_file: Path) -> list[str]:
+    """Run the piece eagerly on copies of its inputs and name each splitting op (or op
+    tagged cudagraph_unsafe) it dispatches, with the model line of the node that called it:
+    an op reached through a composite is not in Dynamo's graph, so only running finds it."""
+    seen = _SplitOpsSeen(names)
+    found: list[str] = []
+
+    class _Locate(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            before = len(seen.hits)
+            out = super().run_node(n)
+            if len(seen.hits) > before:
+                site = node_site(n, model_file)
+                where = f" at {site.text()}" if site else ""
+                found.append(f"{seen.hits[-1]} runs inside a graph piece{where}: it is a "
+                             "splitting op (named in SPLITTING_OPS or tagged "
+                             "cudagraph_unsafe), so a device graph would record it; call it "
+                             "directly in the step instead of through another op")
+            return out
+
+    copies = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    with torch.no_grad(), seen:
+        _Locate(gm).run(*copies)
+    return list(dict.fromkeys(found))
+
+
+class GraphPiece(torch.nn.Module):
+    """Stands in for one graph piece's submodule in the split step."""
+
+    def __init__(self, piece: Piece, gm: torch.fx.GraphModule, sources: list[str],
+                 compiler: Compiler, check: Callable[[torch.fx.GraphModule, tuple], list[str]],
+                 refresh: Callable[[str, torch.Tensor, torch.Tensor], bool] = refresh_changed
+                 ) -> None:
+        super().__init__()
+        self.piece, self.gm, self.sources = piece, gm, sources
+        self.compiler, self.check, self.refresh = compiler, check, refresh
+        self.run: Callable[[list], list] | None = None
+        self.graphs: dict[tuple, PieceGraph] = {}
+        self.by_size: dict[int, PieceGraph] = {}  # what each capture size captured
+        self.capturing: int | None = None  # the size being captured; None: replay only
+        self.weights: set[int] = set()  # data pointers of the model's parameters and buffers
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        self.single = not isinstance(out, (tuple, list))
+
+    def forward(self, *args: Any) -> Any:
+        if any(not isinstance(a, torch.Tensor) for a in args):
+            raise CaptureError(f"piecewise: piece {self.piece.index} takes a non-tensor input "
+                               f"({[type(a).__name__ for a in args]}): aclcap passes tensors only")
+        key = tuple((tuple(a.shape), a.dtype) for a in args)
+        graph = self.graphs.get(key)
+        if graph is None:
+            if self.capturing is None:
+                raise CaptureError(f"piecewise: piece {self.piece.index} has no graph for "
+                                   f"input shapes {[list(a.shape) for a in args]}")
+            graph = self._capture(args)
+            self.graphs[key] = self.by_size[self.capturing] = graph
+            return self._outputs(graph)
+        return self._outputs(self._replay(graph, args))
+
+    def _outputs(self, graph: PieceGraph) -> Any:
+        return graph.outputs[0] if self.single else tuple(graph.outputs)
+
+    def _capture(self, args: tuple) -> PieceGraph:
+        if self.run is None:  # the first (largest) size: check, then compile once
+            if problems := self.check(self.gm, args):
+                raise CaptureError("; ".join(problems))
+            self.run = self.compiler(self.piece, self.gm, args)
+        # A weight, a step input (the capture's own input buffer, as a full graph's is) or a
+        # graph piece's output is its own static buffer; a splitting op's output is copied.
+        statics = [a.clone() if source == "eager" and a.data_ptr() not in self.weights else a
+                   for a, source in zip(args, self.sources, strict=True)]
+        before = [s.clone() for s in statics]
+        t0 = time.perf_counter()
+        try:
+            outputs = list(self.run(statics))
+        except Exception as exc:  # e.g. a dim the export kept static, at another size
+            raise CaptureError(f"piecewise: graph piece {self.piece.index} fails its first run "
+                               f"at input shapes {[list(a.shape) for a in args]}: "
+                               f"{first_line(exc)}") from exc
+        capture_us = (time.perf_counter() - t0) * 1e6
+        mutated = [i for i, (a, b) in enumerate(zip(before, statics, strict=True))
+                   if not torch.equal(a, b)]
+        graph = PieceGraph(statics, outputs, mutated, capture_us)
+        for i in mutated:
+            if args[i].data_ptr() != statics[i].data_ptr():
+                args[i].copy_(statics[i])
+        owned = [s for s, a in zip(statics, args, strict=True) if s is not a] + outputs
+        graph.memory_bytes = sum(t.untyped_storage().nbytes() for t in owned)
+        return graph
+
+    def _replay(self, graph: PieceGraph, args: tuple) -> PieceGraph:
+        for source, arg, static in zip(self.sources, args, graph.inputs, strict=True):
+            if self.refresh(source, arg, static):
+                static.copy_(arg)
+        run = self.run or (lambda _: [])  # set by the capture that made `graph`
+        for static_out, out in zip(graph.outputs, run(graph.inputs), strict=True):
+            if out.data_ptr() != static_out.data_ptr():
+                static_out.copy_(out)
+        for i in graph.mutated:
+            if args[i].data_ptr() != graph.inputs[i].data_ptr():
+                args[i].copy_(graph.inputs[i])
+        return graph

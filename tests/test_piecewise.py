@@ -1,0 +1,225 @@
+"""Piecewise capture (--graph-mode piecewise) on cpu: the step split at its splitting ops,
+a graph per piece per size, the splitting ops eager between; and the checks only piecewise
+needs, each on a fixture that fails without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, aclcap
+
+TINY = ROOT / "examples" / "tiny_llama.py"
+MODELS = ROOT / "tests" / "models"
+
+
+def capture(*args: str):
+    return aclcap("capture", *args, "--device", "cpu", "--json", "-")
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_tiny_llama_piecewise_matches_eager_with_layers_plus_one_graphs_per_size(
+        tiny_llama_layers):
+    """Split at the op before attention (the bundled paged attention is not there yet):
+    layers + 1 graph pieces per size, each splitting op named at its line; replay == eager
+    at every size, twice, on fresh inputs, and padded."""
+
+    run = capture(str(TINY), "--graph-mode", "piecewise", "--split-ops",
+                  "aclcap::reshape_and_cache", "--shapes", "1,2,4,8", "--pad")
+    assert run.code == 0, run.stdout + run.stderr
+    doc = run.json()
+    rows = doc["results"]
+    assert [r["size"] for r in rows] == list(range(1, 9))
+    assert all(r["status"] == "pass" for r in rows), rows
+    assert all(r["replays"] == 2 for r in rows if r["padded_to"] is None)
+    pw = doc["backend"]["piecewise"]
+    layers = tiny_llama_layers.LAYERS
+    assert pw["graphs_per_size"] == layers + 1 and pw["eager_pieces"] == layers
+    assert pw["total_graphs"] == 4 * (layers + 1)
+    assert [s["size"] for s in pw["sizes"]] == [8, 4, 2, 1]
+    assert all(len(s["graphs"]) == layers + 1 and all(g["memory_bytes"] > 0 for g in s["graphs"])
+               for s in pw["sizes"])
+    [split] = pw["split_ops"]
+    assert split["op"] == "aclcap::reshape_and_cache" and split["count"] == layers
+    assert split["line"] == _line_of(TINY, "ops.reshape_and_cache(")
+    assert [p["kind"] for p in pw["pieces"]] == ["graph", "eager"] * layers + ["graph"]
+    assert "split on: aclcap::reshape_and_cache" in run.stderr
+    assert f"{layers + 1} per size, {4 * (layers + 1)} in all" in run.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_llama_layers():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tiny_llama_for_layers", TINY)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _naive_refresh(source: str, arg, static) -> bool:
+    """A wrapper that refreshes only the step's own inputs, trusting every other input to
+    sit where it was captured, as a full graph may: wrong for a splitting op's output."""
+    return source == "input" and arg.data_ptr() != static.data_ptr()
+
+
+def _capture_with(model: Path, refresh=None):
+    from aclcap.capture.options import CaptureOptions
+    from aclcap.capture.run import capture_step
+    from aclcap.graph.piecewise.backend import PiecewiseAotiBackend
+    from aclcap.graph.step import prepare_step
+
+    options = CaptureOptions(model=str(model), device="cpu", graph_mode="piecewise")
+    step = prepare_step(options)
+    if refresh is not None:
+        step.backend = PiecewiseAotiBackend(options, refresh=refresh)
+    return capture_step(step, options)
+
+
+def test_fresh_output_of_a_splitting_op_is_refreshed_where_a_naive_wrapper_replays_stale():
+    """(a) The next piece's static input must be refreshed every replay: aclcap's pieces
+    match eager; the same pieces behind a wrapper that refreshes only step inputs do not."""
+    model = MODELS / "piecewise_fresh_output.py"
+    ours = _capture_with(model)
+    assert all(r.status == "pass" for r in ours.rows), [r.reasons for r in ours.rows]
+    naive = _capture_with(model, _naive_refresh)
+    assert all(r.status == "fail" for r in naive.rows)
+    assert all(any("output 0" in reason for reason in r.reasons) for r in naive.rows), \
+        [r.reasons for r in naive.rows]
+
+
+def test_split_op_reached_inside_a_piece_is_a_named_failure_with_its_line():
+    """(b) An op tagged cudagraph_unsafe, reached through a composite that Dynamo's graph
+    holds whole, would be recorded inside a graph: every size fails naming it and the line."""
+    model = MODELS / "piecewise_hidden_split.py"
+    run = capture(str(model), "--graph-mode", "piecewise")
+    assert run.code == 1
+    line = _line_of(model, "torch.ops.pw_hidden.outer(h)")
+    for row in run.json()["results"]:
+        assert row["status"] == "fail"
+        assert (f"pw_hidden::unsafe runs inside a graph piece at piecewise_hidden_split.py:"
+                f"{line}") in row["reasons"][0], row["reasons"]
+
+
+def test_named_split_op_reached_inside_a_piece_is_named_too(tmp_path):
+    """(b) The same for an op that is only named as a splitting op (--split-ops), untagged."""
+    model = MODELS / "piecewise_fresh_output.py"
+    wrapper = tmp_path / "wrapped.py"
+    wrapper.write_text(
+        "import torch\nimport importlib.util\n"
+        f"_s = importlib.util.spec_from_file_location('pw_fresh_base', {str(model)!r})\n"
+        "_m = importlib.util.module_from_spec(_s)\n_s.loader.exec_module(_m)\n"
+        "make_inputs = _m.make_inputs\n"
+        "_lib = torch.library.Library('pw_wrap', 'DEF')\n"
+        "_lib.define('twice(Tensor x) -> Tensor')\n"
+        "_lib.impl('twice', lambda x: torch.ops.pw_fresh.double(x), "
+        "'CompositeImplicitAutograd')\n"
+        "class Step(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.ops.pw_wrap.twice(x + 1)\n"
+        "def build_model(device, dtype):\n    return Step()\n")
+    run = capture(str(wrapper), "--graph-mode", "piecewise", "--split-ops", "pw_fresh::double",
+                  "--shapes", "2")
+    assert run.code == 1, run.stdout + run.stderr
+    [row] = run.json()["results"]
+    assert "pw_fresh::double runs inside a graph piece at wrapped.py:12" in row["reasons"][0]
+
+
+def test_splitting_op_with_two_outputs_hands_the_next_piece_tensors():
+    """(c) The getitems of a multi-output splitting op stay with it: no cycle, no tuple
+    input to a graph piece, and replay == eager."""
+    run = capture(str(MODELS / "piecewise_multi_output.py"), "--graph-mode", "piecewise",
+                  "--pad")
+    assert run.code == 0, run.stdout + run.stderr
+    pw = run.json()["backend"]["piecewise"]
+    assert [p["kind"] for p in pw["pieces"]] == ["graph", "eager", "graph", "eager", "graph"]
+    assert [s["line"] for s in pw["split_ops"]] == [
+        _line_of(MODELS / "piecewise_multi_output.py", "halves(self.up(x))"),
+        _line_of(MODELS / "piecewise_multi_output.py", "halves(h)")]
+
+
+def test_split_graph_gives_pieces_tensor_inputs_only():
+    """Sizes are read off tensors inside each piece and views are recomputed where used:
+    no graph piece takes an int or a tuple (an AOTI artifact takes tensors)."""
+    import torch
+
+    from aclcap.graph.piecewise.split import split_graph
+    from aclcap.loading.model_file import load_model_file
+
+    path = MODELS / "piecewise_multi_output.py"
+    spec = load_model_file(path)
+    model = spec.build_model(torch.device("cpu"), torch.float32)
+    seen = []
+
+    def backend(gm, example_inputs):
+        split = split_graph(gm, frozenset(spec.splitting_ops), path)
+        seen.append(split)
+        return split.module
+
+    x = spec.make_inputs(4, "cpu", torch.float32)[0]
+    torch._dynamo.reset()
+    torch._dynamo.mark_dynamic(x, 0)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend)(x)
+        want = model(x)
+    [split] = seen
+    assert all(torch.allclose(g, w) for g, w in zip(got, want, strict=True))
+    for piece in split.pieces:
+        sub = getattr(split.module, piece.name)
+        for ph in (n for n in sub.graph.nodes if n.op == "placeholder"):
+            assert isinstance(ph.meta.get("example_value"), torch.Tensor), (piece, ph)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--graph-mode", "partial"), "--graph-mode partial: choose full"),
+    (("--split-ops", "aclcap::rms_norm"), "add --graph-mode piecewise"),
+    (("--graph-mode", "piecewise", "--split-ops", "rms_norm"), "give ops as namespace::name"),
+    (("--graph-mode", "piecewise", "--nproc", "2"), "leave out --nproc"),
+])
+def test_bad_graph_mode_arguments_are_one_line_exit_2(args, message):
+    run = aclcap("capture", str(TINY), *args)
+    assert run.code == 2, run.stdout + run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], run.stderr
+
+
+def test_splitting_ops_that_are_not_op_names_are_one_line_exit_2(tmp_path):
+    model = tmp_path / "model.py"
+    model.write_text("import torch\nSPLITTING_OPS = ['attention']\n"
+                     "def build_model(device, dtype):\n    return torch.nn.Identity()\n"
+                     "def make_inputs(size, device, dtype):\n    return (torch.ones(size),)\n")
+    run = aclcap("capture", str(model), "--device", "cpu", "--graph-mode", "piecewise")
+    assert run.code == 2
+    assert "SPLITTING_OPS must be a list of op names" in run.stderr
+
+
+def test_bench_times_full_and_piecewise_beside_eager_and_compiled():
+    run = aclcap("bench", str(MODELS / "piecewise_multi_output.py"), "--device", "cpu",
+                 "--graph-mode", "full,piecewise", "--shapes", "2", "--rounds", "5",
+                 "--max-time", "0", "--json", "-")
+    assert run.code == 0, run.stdout + run.stderr
+    rows = {r["mode"]: r for r in run.json()["results"]}
+    assert set(rows) == {"eager", "compiled", "graph", "piecewise"}
+    assert rows["graph"]["mechanism"] == "aoti"
+    assert rows["piecewise"]["mechanism"] == "aoti-piecewise"
+    assert rows["piecewise"]["launches"] == 3 + 2  # graph pieces + eager splitting ops
+    assert rows["piecewise"]["step_median_us"] > 0
+
+
+def test_bench_graph_mode_needs_graph_replay():
+    run = aclcap("bench", str(TINY), "--graph-mode", "piecewise", "--modes", "eager")
+    assert run.code == 2 and "keep graph in --modes" in run.stderr
+
+
+def test_piece_input_twice_the_size_long_is_exported_with_a_derived_dim():
+    """A dim of 2 * tokens crossing into a piece beside a token dim: exported as a dim
+    derived from the tokens (a static one would make export refuse the piece)."""
+    run = capture(str(MODELS / "piecewise_derived_dim.py"), "--graph-mode", "piecewise",
+                  "--shapes", "1,2,4", "--pad")
+    assert run.code == 0, run.stdout + run.stderr
+    assert all(r["status"] == "pass" for r in run.json()["results"])
