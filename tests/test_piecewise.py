@@ -24,12 +24,11 @@ def _line_of(path: Path, text: str) -> int:
 
 def test_tiny_llama_piecewise_matches_eager_with_layers_plus_one_graphs_per_size(
         tiny_llama_layers):
-    """Split at the op before attention (the bundled paged attention is not there yet):
-    layers + 1 graph pieces per size, each splitting op named at its line; replay == eager
-    at every size, twice, on fresh inputs, and padded."""
+    """Split at the model file's SPLITTING_OPS, the bundled paged attention (vLLM's split
+    point): layers + 1 graph pieces per size, each splitting op named at its line; replay ==
+    eager at every size, twice, on fresh inputs, and padded."""
 
-    run = capture(str(TINY), "--graph-mode", "piecewise", "--split-ops",
-                  "aclcap::reshape_and_cache", "--shapes", "1,2,4,8", "--pad")
+    run = capture(str(TINY), "--graph-mode", "piecewise", "--shapes", "1,2,4,8", "--pad")
     assert run.code == 0, run.stdout + run.stderr
     doc = run.json()
     rows = doc["results"]
@@ -44,10 +43,10 @@ def test_tiny_llama_piecewise_matches_eager_with_layers_plus_one_graphs_per_size
     assert all(len(s["graphs"]) == layers + 1 and all(g["memory_bytes"] > 0 for g in s["graphs"])
                for s in pw["sizes"])
     [split] = pw["split_ops"]
-    assert split["op"] == "aclcap::reshape_and_cache" and split["count"] == layers
-    assert split["line"] == _line_of(TINY, "ops.reshape_and_cache(")
+    assert split["op"] == "aclcap::paged_attention" and split["count"] == layers
+    assert split["line"] == _line_of(TINY, "ops.paged_attention(")
     assert [p["kind"] for p in pw["pieces"]] == ["graph", "eager"] * layers + ["graph"]
-    assert "split on: aclcap::reshape_and_cache" in run.stderr
+    assert "split on: aclcap::paged_attention" in run.stderr
     assert f"{layers + 1} per size, {4 * (layers + 1)} in all" in run.stderr
 
 
