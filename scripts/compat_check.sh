@@ -48,6 +48,7 @@ else
   fi
 fi
 mkdir -p "$work"
+rm -f "$work"/*.json "$work"/*.log  # a step that writes nothing must not show the last run's
 bin="$venv/bin"
 # The worktree's code wins over any aclcap the venv has installed (`make`'s points elsewhere).
 export PYTHONPATH="$repo" PYTHONUNBUFFERED=1 COLUMNS=120

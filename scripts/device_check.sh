@@ -12,11 +12,11 @@
 # kernel count needs a device graph and is skipped), run with PYTHON set to a Python 3.12
 # with torch 2.11 (scripts/compat_check.sh 2.11.0 makes one). Every JSON document and the log
 # (device_check.log) land in OUT_DIR (default $OUT, else /tmp/aclcap-device): 8 files at most,
-# what the device tool brings back. ACLCAP_DEVICE_BUDGET_S (default 420) caps the whole run:
-# each step gets the seconds left, so one hang cannot spend the device time of a rerun.
+# what the device tool brings back. ACLCAP_DEVICE_BUDGET_S (default 420 on cuda, 3600 on cpu)
+# caps the whole run: each step gets the seconds left, so one hang cannot spend the device
+# time of a rerun.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-repo="$(pwd)"
 device=cuda
 if [ "${1:-}" = "--device" ]; then
   device="${2:-}"
@@ -36,9 +36,14 @@ fi
 out="${1:-${OUT:-/tmp/aclcap-device}}"
 mkdir -p "$out" || exit 2
 exec > >(tee "$out/device_check.log") 2>&1
+tee_pid=$!
+# The log is whole before the script returns (the device tool collects $OUT right after).
+trap 'exec >&- 2>&-; wait "$tee_pid"' EXIT
 export PYTHONUNBUFFERED=1 COLUMNS=160
 py="${PYTHON:-python3}"
-budget="${ACLCAP_DEVICE_BUDGET_S:-420}"
+# 420 s on the GPU leaves a rerun inside the device tool's 15 minutes; the cpu rehearsal on a
+# small shared machine takes longer (745 s on 2 loaded cores) and spends no device time.
+budget="${ACLCAP_DEVICE_BUDGET_S:-$([ "$device" = cuda ] && echo 420 || echo 3600)}"
 deadline=$((SECONDS + budget))
 
 # Installed into a folder put on PYTHONPATH, not a venv: the image's python3 is itself a venv
@@ -121,7 +126,8 @@ for name in ("capture", "bench", "capture-tp", "bench-tp"):
         keys = [k for k in ("size", "padded_to", "mode", "mechanism", "capture_us", "memory_bytes",
                             "max_abs_err", "step_median_us", "host_us", "device_us", "launches",
                             "speedup_vs_eager", "status") if k in r]
-        print("  " + "  ".join(f"{k}={r[k]}" for k in keys))
+        print("  " + "  ".join(f"{k}={r[k]:.4g}" if isinstance(r[k], float) else f"{k}={r[k]}"
+                               for k in keys))
 capture = out / "capture.json"
 if capture.exists():
     for c in json.loads(capture.read_text())["trace"].get("recompiles", []):
