@@ -3,12 +3,14 @@ captures the torch.compile'd step (inductor) against the same step compiled with
 eager backend (eager kernels), both through aclcap's own DeviceGraphBackend. Fewer kernels
 in the compiled graph prove that the compiled code, not eager kernels, was captured.
 Counted with torch.profiler over one replay (CUPTI reports each kernel a graph launches).
-Usage: python scripts/graph_kernels.py MODEL.py SIZE [DEVICE]; prints JSON."""
+Usage: python scripts/graph_kernels.py MODEL.py SIZE [DEVICE] [--json PATH]; prints JSON, or
+writes it to PATH."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -31,12 +33,21 @@ def kernels_per_replay(model_path: str, size: int, device: str, compile_backend:
 
 
 def main() -> None:
-    model, size = sys.argv[1], int(sys.argv[2])
-    device = sys.argv[3] if len(sys.argv) > 3 else "cuda"
+    args = sys.argv[1:]
+    path = None
+    if "--json" in args:
+        i = args.index("--json")
+        path, args = args[i + 1], args[:i] + args[i + 2:]
+    model, size = args[0], int(args[1])
+    device = args[2] if len(args) > 2 else "cuda"
     counts = {name: kernels_per_replay(model, size, device, name)
               for name in ("eager", "inductor")}
-    print(json.dumps({"model": model, "size": size, "kernels_per_replay": counts,
-                      "compiled_fewer": counts["inductor"] < counts["eager"]}))
+    text = json.dumps({"model": model, "size": size, "kernels_per_replay": counts,
+                       "compiled_fewer": counts["inductor"] < counts["eager"]})
+    if path:
+        Path(path).write_text(text + "\n")
+    else:
+        print(text)
 
 
 if __name__ == "__main__":

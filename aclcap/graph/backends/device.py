@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from aclcap import _compat
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import CompileLog, mark_size_dims
@@ -63,7 +64,7 @@ class DeviceGraphBackend:
 
     def _new_graph(self, pool: Any) -> tuple[Any, Callable[[], None]]:
         """A graph and its capture_begin; torch.accelerator.Graph where this device has it."""
-        accelerator_graph = getattr(getattr(torch, "accelerator", None), "Graph", None)
+        accelerator_graph = _compat.accelerator_graph()
         if accelerator_graph is not None:
             try:
                 graph = accelerator_graph(pool=pool)
