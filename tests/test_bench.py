@@ -177,6 +177,23 @@ def test_no_mode_beats_its_floor():
     assert_median_holds(measure, lambda over: over > 0.9, "a mode faster than its floor")
 
 
+def test_floor_of_the_same_bytes_holds_across_sizes():
+    """A floor is the fastest of many read passes timed between the modes' blocks: the
+    same bytes (tiny_llama's weights are its step's bytes at every size) get the same floor,
+    within 30%, whatever the machine's load does to single passes. Judged on one run, not a
+    median of tries: a minimum must hold in every run."""
+    from aclcap.bench.run import run_bench
+
+    report = run_bench(BenchOptions(model=TINY, shapes=(1, 2, 4, 8), device="cpu",
+                                    modes=("eager",), rounds=5, max_time_s=0.0))
+    totals = [b.total for b in report.step_bytes.values()]
+    # the same bytes: the weights, and the embedding rows and inputs that grow with size
+    assert max(totals) < 1.01 * min(totals), report.step_bytes
+    floors = {r.size: r.floor_us for r in report.rows}
+    assert set(floors) == {1, 2, 4, 8} and min(report.floor_passes.values()) >= 5 * 3
+    assert max(floors.values()) <= 1.3 * min(floors.values()), (floors, report.read_gbps)
+
+
 def test_max_autotune_graph_is_named_in_the_title_and_json():
     run = aclcap("bench", str(ROOT / "examples" / "one_linear.py"), "--device", "cpu",
                  "--shapes", "1", "--modes", "eager,graph", "--rounds", "5", "--max-autotune",

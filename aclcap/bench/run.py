@@ -12,12 +12,13 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aclcap.bench.floor import StepBytes, read_bandwidth, step_bytes
+from aclcap.bench.floor import ReadFloor, StepBytes, step_bytes
 from aclcap.bench.modes import MODES
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.stats import UNSTABLE_SPREAD, median_ci
 from aclcap.bench.timing import (
+    BLOCK_S,
     BlockTime,
     median_p90,
     steps_for,
@@ -73,6 +74,7 @@ class BenchReport:
     profiles: list[StepProfile] = field(default_factory=list)  # --profile
     step_bytes: dict[int, StepBytes] = field(default_factory=dict)  # per exact size
     read_gbps: dict[int, float] = field(default_factory=dict)  # per size: its floor's rate
+    floor_passes: dict[int, int] = field(default_factory=dict)  # per size: passes its min is of
     max_autotune: bool = False  # graph mode's artifact compiled with --max-autotune
 
     def padding_cost(self) -> dict[int, float]:
@@ -192,6 +194,9 @@ def run_bench(options: BenchOptions,
 
     with torch.no_grad():
         blocks = {key: steps_for(fn) for key, fn in steps.items()}
+    report.step_bytes = {size: step_bytes(model, step.inputs(size)) for size in capture_sizes}
+    floors = {size: ReadFloor(resolved, b.total) for size, b in report.step_bytes.items()}
+    last_of_size = {key[0]: key for key in steps if key[0] in floors}  # dicts keep order
     settled = rank is not None and resolved == "cpu"
     if rank is not None:  # the longest block any rank wants: all ranks run the same steps
         every = rank.exchange(blocks)
@@ -210,6 +215,8 @@ def run_bench(options: BenchOptions,
                 timings[key].append(
                     time_settled_steps(fn, blocks[key], lambda: settle(force=True))
                     if settled else time_block(fn, blocks[key], resolved))
+                if last_of_size.get(key[0]) == key:  # each floor after its size's modes
+                    floors[key[0]].time_block(BLOCK_S)
 
     try:  # ranks run in lockstep: no rank may extend alone
         report.rounds = run_rounds(one_round, lambda: _spreads(timings), rounds,
@@ -235,7 +242,7 @@ def run_bench(options: BenchOptions,
                                     spread=p90 / med, unstable=p90 / med > UNSTABLE_SPREAD))
     set_speedups(report.rows, {key: [t.step_us for t in timed]
                                for key, timed in timings.items()})
-    set_floors(report, model, step.inputs, capture_sizes)
+    set_floors(report, floors)
     return report
 
 
@@ -263,14 +270,15 @@ def run_rounds(one_round: Callable[[int], None], spreads: Callable[[], list[floa
     return done
 
 
-def set_floors(report: BenchReport, model: torch.nn.Module, inputs: Callable[[int], tuple],
-               sizes: list[int]) -> None:
-    """Each exact size's memory floor, and every row's time over it."""
-    for size in sizes:
-        report.step_bytes[size] = counted = step_bytes(model, inputs(size))
-        report.read_gbps[size] = read_bandwidth(report.device, counted.total) / 1e9
+def set_floors(report: BenchReport, floors: dict[int, ReadFloor]) -> None:
+    """Each exact size's memory floor (its bytes at its fastest read pass), and every
+    row's time over it."""
+    for size, floor in floors.items():
+        if floor.passes:  # none when Ctrl-C came before the first round ended
+            report.read_gbps[size] = floor.gbps
+            report.floor_passes[size] = floor.passes
     for row in report.rows:
-        if row.size in report.step_bytes and row.mode != "padded":
+        if row.size in report.read_gbps and row.mode != "padded":
             row.floor_us = report.step_bytes[row.size].total / report.read_gbps[row.size] / 1e3
             row.over_floor = row.step_median_us / row.floor_us
 

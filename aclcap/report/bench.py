@@ -38,6 +38,7 @@ def to_document(result: BenchReport, ops: list[dict]) -> dict:
                     mechanism=result.mechanism, rounds=result.rounds,
                     interrupted=result.interrupted, ops=ops,
                     read_gbps={str(k): v for k, v in result.read_gbps.items()},
+                    floor_passes={str(k): v for k, v in result.floor_passes.items()},
                     max_autotune=result.max_autotune,
                     step_bytes={str(k): asdict(v) for k, v in result.step_bytes.items()},
                     profile=profile.to_dicts(result))
@@ -93,11 +94,14 @@ def floor_lines(result: BenchReport) -> list[str]:
     """Per size, the bytes a step must move and each mode's time over that floor."""
     lines = []
     for size, b in result.step_bytes.items():
+        if size not in result.read_gbps:
+            continue
         over = ", ".join(f"{r.mode} {r.over_floor:.1f}x" for r in result.rows
                          if r.size == size and r.over_floor is not None)
         gbps = result.read_gbps[size]
         lines.append(f"size {size}: a step moves {b.total / 2**20:.1f} MiB (weights "
                      f"{b.params_bytes / 2**20:.1f}, inputs {b.inputs_bytes / 2**20:.1f}, "
                      f"written {b.written_bytes / 2**20:.2f}): floor {b.total / gbps / 1e3:.0f} "
-                     f"µs at {gbps:.1f} GB/s (a read pass over as many bytes); {over}")
+                     f"µs at {gbps:.1f} GB/s (the fastest of {result.floor_passes[size]} read passes "
+                     f"over as many bytes, between the modes' rounds); {over}")
     return lines
