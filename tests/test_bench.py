@@ -194,6 +194,30 @@ def test_floor_of_the_same_bytes_holds_across_sizes():
     assert max(floors.values()) <= 1.3 * min(floors.values()), (floors, report.read_gbps)
 
 
+@pytest.mark.slow
+def test_three_runs_give_overlapping_size1_speedups():
+    """Reproducibility across processes, as pyperf measures it: three separate `aclcap bench`
+    runs of a small model give size-1 speedups whose 95% intervals overlap pairwise, unless
+    a run flags the row unstable. With intervals no wider than ±7.5% (else flagged), two
+    runs that overlap give speedups within 15% of each other."""
+    runs = [aclcap_process("bench", TINY, "--device", "cpu", "--shapes", "1", "--modes",
+                           "eager,graph", "--rounds", "5", "--max-time", "5", "--json", "-")
+            for _ in range(3)]
+    assert all(run.code == 0 for run in runs), [run.stderr[-2000:] for run in runs]
+    docs = [run.json() for run in runs]
+    graph = [next(r for r in doc["results"] if r["mode"] == "graph") for doc in docs]
+    for doc in docs:  # the run is flagged exactly when one of its rows is
+        assert doc["unstable"] == any(r["unstable"] for r in doc["results"])
+    stable = [g for g, doc in zip(graph, docs, strict=True) if not doc["unstable"]]
+    for g in stable:
+        lo, hi = g["speedup_ci"]
+        assert (hi - lo) / 2 <= 0.075 * g["speedup_vs_eager"], g
+    for i, a in enumerate(stable):
+        for b in stable[i + 1:]:
+            assert a["speedup_ci"][0] <= b["speedup_ci"][1] \
+                and b["speedup_ci"][0] <= a["speedup_ci"][1], graph
+
+
 def test_max_autotune_graph_is_named_in_the_title_and_json():
     run = aclcap("bench", str(ROOT / "examples" / "one_linear.py"), "--device", "cpu",
                  "--shapes", "1", "--modes", "eager,graph", "--rounds", "5", "--max-autotune",
