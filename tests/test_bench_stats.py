@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from aclcap.bench.baseline import regressions
+from aclcap.bench.baseline import regressions, undecided
 from aclcap.bench.run import BenchRow, set_speedups
 from aclcap.bench.stats import median_ci
 
@@ -66,6 +66,19 @@ def test_planted_2x_slowdown_is_flagged_and_a_rerun_is_not():
     moved = sum(_point(r) > _point(baseline) * 1.05 for r in reruns)
     assert flagged <= 0.05 * len(reruns) and moved >= 3 * max(flagged, 1)
     assert regressions(reruns[0], baseline, 0.10) == []  # one rerun, the default threshold
+    assert undecided(slowed, baseline, 0.10) == []  # a regression is not also undecided
+
+
+def test_a_change_within_the_noise_is_undecided_not_passed_in_silence():
+    baseline = _doc(_rounds(0, 500))
+    noisy = _doc(_rounds(11, 650, rounds=5, noise=0.5))  # 30% slower, in five wild rounds
+    assert regressions(noisy, baseline, 0.10) == []
+    [line] = undecided(noisy, baseline, 0.10)
+    assert line.startswith("size 1 graph/eager: 0.653 vs baseline 0.494 (+32% > 10%, 95% "
+                           "interval") and line.endswith("not called a regression; rerun with "
+                                                         "more --rounds or on a quieter machine "
+                                                         "to tell")
+    assert undecided(baseline, baseline, 0.10) == []
 
 
 def _point(doc: dict) -> float:

@@ -72,7 +72,7 @@ def bench(
     """Time eager vs compiled vs graph replay per size, interleaved in rounds in one process:
     step median and p90, host and device time, launches per step, speedup vs eager. Exit 1
     when --baseline finds a regression. With --nproc each round is the slowest rank's."""
-    from aclcap.bench.baseline import load_baseline, regressions
+    from aclcap.bench.baseline import load_baseline, regressions, undecided
     from aclcap.bench.modes import parse_modes
     from aclcap.devices import check_nproc, resolve_device
     from aclcap.loading.model_file import parse_shapes
@@ -138,6 +138,8 @@ def bench(
         found = regressions(doc, baseline_doc, max_regression)
         for line in found:
             console.print(f"[red]regression:[/] {escape(line)}", highlight=False)
+        for line in undecided(doc, baseline_doc, max_regression):
+            console.print(f"[yellow]undecided:[/] {escape(line)}", highlight=False)
         if found:
             raise typer.Exit(EXIT_FAILED)
         console.print(f"no regression against {baseline} (max {max_regression:.0%})")
