@@ -78,7 +78,7 @@ def test_baseline_round_trip_passes_and_doctored_baseline_fails(saved):
     for r in doctored["results"]:
         if r["mode"] == "graph" and r["size"] == 2:
             r["step_median_us"] /= 4  # a baseline where graph replay was 4x faster
-    # A run not flagged unstable has intervals within ±7.5%: a 4x change is past any doubt.
+    # A run not flagged unstable has intervals within ±7%: a 4x change is past any doubt.
     # A flagged one may be too noisy to tell, and must say so instead of passing.
     found, unsure = regressions(base, doctored, 0.10), undecided(base, doctored, 0.10)
     assert [line.split(":")[0] for line in found + unsure] == ["size 2 graph/eager"]
@@ -205,8 +205,8 @@ def test_floor_of_the_same_bytes_holds_across_sizes():
 def test_three_runs_give_overlapping_size1_speedups():
     """Reproducibility across processes, as pyperf measures it: three separate `aclcap bench`
     runs of a small model give size-1 speedups whose 95% intervals overlap pairwise, unless
-    a run flags the row unstable. With intervals no wider than ±7.5% (else flagged), two
-    runs that overlap give speedups within 15% of each other."""
+    a run is flagged unstable (a row's rounds spread, or its speedup's interval is wider
+    than ±7%): two runs that overlap so give speedups within about 15% of each other."""
     runs = [aclcap_process("bench", TINY, "--device", "cpu", "--shapes", "1", "--modes",
                            "eager,graph", "--rounds", "5", "--max-time", "5", "--json", "-")
             for _ in range(3)]
@@ -218,7 +218,7 @@ def test_three_runs_give_overlapping_size1_speedups():
     stable = [g for g, doc in zip(graph, docs, strict=True) if not doc["unstable"]]
     for g in stable:
         lo, hi = g["speedup_ci"]
-        assert (hi - lo) / 2 <= 0.075 * g["speedup_vs_eager"], g
+        assert (hi - lo) / 2 <= 0.07 * g["speedup_vs_eager"], g
     for i, a in enumerate(stable):
         for b in stable[i + 1:]:
             assert a["speedup_ci"][0] <= b["speedup_ci"][1] \

@@ -53,7 +53,7 @@ class BenchRow:
     # spread past UNSTABLE_SPREAD or speedup_ci past ±UNSTABLE_CI, after extended rounds
     unstable: bool = False
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
-    floor_us: float | None = None  # the step's bytes at the measured read bandwidth
+    floor_us: float | None = None  # the step's bytes at its fastest read pass
     over_floor: float | None = None  # step median / floor
 
     def to_dict(self) -> dict:
@@ -265,9 +265,14 @@ def unsettled(rounds: dict[tuple[int, str], list[float]]) -> bool:
         med, p90 = median_p90(times)
         eager = rounds.get((size, "eager"))
         if p90 / med > UNSTABLE_SPREAD or (mode != "eager" and eager and _ci_too_wide(
-                [e / m for e, m in zip(eager, times, strict=False)])):
+                paired_ratios(eager, times))):
             return True
     return False
+
+
+def paired_ratios(eager: list[float], mine: list[float]) -> list[float]:
+    """Eager's time over the mode's, round by round (a round cut short by Ctrl-C drops)."""
+    return [e / m for e, m in zip(eager, mine, strict=False)]
 
 
 def _ci_too_wide(ratios: list[float]) -> bool:
@@ -311,7 +316,7 @@ def set_speedups(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]
     for row in rows:
         eager, mine = rounds.get((row.size, "eager")), rounds.get((row.size, row.mode))
         if eager and mine:
-            ratios = [e / m for e, m in zip(eager, mine, strict=False)]
+            ratios = paired_ratios(eager, mine)
             row.speedup_vs_eager = statistics.median(ratios)
             row.speedup_ci = [round(x, 4) for x in median_ci(ratios)]
             if row.mode != "eager" and _ci_too_wide(ratios):

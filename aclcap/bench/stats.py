@@ -11,7 +11,7 @@ import math
 UNSTABLE_SPREAD = 1.25  # p90 / median past which a row's rounds disagree too much to trust
 # A speedup whose 95% interval is wider than this either side of it is unstable: two runs
 # whose intervals are this narrow and overlap give speedups within 15% of each other.
-UNSTABLE_CI = 0.075
+UNSTABLE_CI = 0.07
 RESAMPLES = 2000
 LEVEL = 0.95
 

@@ -43,7 +43,7 @@ def bench(
                       "p90 are over rounds.")] = 7,
     max_time: Annotated[float, typer.Option("--max-time", min=0, help="Seconds the timing may "
                         "run: past --rounds, rounds extend while a row's spread (p90/median) "
-                        "is past 1.25 or its speedup's 95% interval is wider than ±7.5%; a row "
+                        "is past 1.25 or its speedup's 95% interval is wider than ±7%; a row "
                         "still past either is flagged unstable.")] = 20.0,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Also plot "
                     "step time against size, one line per mode (needs the plot extra).")

@@ -81,7 +81,7 @@ def _unstable_line(row: BenchRow, rounds: int) -> str:
     else:
         why = f"its speedup's 95% interval is ±" \
               f"{ci_half_width(row.speedup_vs_eager, row.speedup_ci):.1%} over {rounds} " \
-              f"rounds (past ±{UNSTABLE_CI:.1%}"
+              f"rounds (past ±{UNSTABLE_CI:.0%}"
     return f"size {row.size} {row.mode}: unstable, {why}, rounds extended within --max-time): " \
            "trust its ratios less, or rerun on a quieter machine"
 
