@@ -192,13 +192,14 @@ def test_floor_of_the_same_bytes_holds_across_sizes():
     from aclcap.bench.run import run_bench
 
     report = run_bench(BenchOptions(model=TINY, shapes=(1, 2, 4, 8), device="cpu",
-                                    modes=("eager",), rounds=5, max_time_s=0.0))
+                                    modes=("eager",), rounds=10, max_time_s=0.0))
     totals = [b.total for b in report.step_bytes.values()]
     # the same bytes: the weights, and the embedding rows and inputs that grow with size
     assert max(totals) < 1.01 * min(totals), report.step_bytes
     floors = {r.size: r.floor_us for r in report.rows}
-    assert set(floors) == {1, 2, 4, 8} and min(report.floor_passes.values()) >= 5 * 3
-    assert max(floors.values()) <= 1.3 * min(floors.values()), (floors, report.read_gbps)
+    assert set(floors) == {1, 2, 4, 8} and min(report.floor_passes.values()) >= 10 * 3
+    assert max(floors.values()) <= 1.3 * min(floors.values()), \
+        (floors, report.read_gbps, report.floor_passes)
 
 
 @pytest.mark.slow

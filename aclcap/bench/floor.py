@@ -70,8 +70,8 @@ def step_bytes(model: torch.nn.Module, args: tuple) -> StepBytes:
 class ReadFloor:
     """The floor's rate for one size: a read pass (a max over an integer view: no float
     work, no writes) over a buffer of the step's byte count, touched before, so it sits in
-    the cache exactly when the step's bytes would. Timed a block at a time between the
-    modes it bounds, in every round, and priced at its fastest pass over all of them: a
+    the cache exactly when the step's bytes would. Timed a block at a time after each block
+    of the modes it bounds, in every round, and priced at its fastest pass over all of them: a
     floor is a lower bound, and a loaded machine only ever slows a pass down, so the
     minimum over many passes converges on the hardware's rate where a median follows the
     load (one median of 7 passes here read the same 11 MiB at 1 to 131 GB/s in one run)."""

@@ -202,7 +202,6 @@ def run_bench(options: BenchOptions,
         blocks = {key: steps_for(fn) for key, fn in steps.items()}
     report.step_bytes = {size: step_bytes(model, step.inputs(size)) for size in capture_sizes}
     floors = {size: ReadFloor(resolved, b.total) for size, b in report.step_bytes.items()}
-    last_of_size = {key[0]: key for key in steps if key[0] in floors}  # dicts keep order
     settled = rank is not None and resolved == "cpu"
     if rank is not None:  # the longest block any rank wants: all ranks run the same steps
         every = rank.exchange(blocks)
@@ -221,7 +220,7 @@ def run_bench(options: BenchOptions,
                 timings[key].append(
                     time_settled_steps(fn, blocks[key], lambda: settle(force=True))
                     if settled else time_block(fn, blocks[key], resolved))
-                if last_of_size.get(key[0]) == key:  # each floor after its size's modes
+                if key[0] in floors:  # a floor block after each block it bounds
                     floors[key[0]].time_block(BLOCK_S)
 
     try:  # ranks run in lockstep: no rank may extend alone
