@@ -59,15 +59,18 @@ def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec,
                 factors: dict[str, Any] | None = None) -> str:
     """A key of what the artifact is compiled from: the exported graph's code, its input
     and output signature and ranges, every weight and constant (shape, dtype and values:
-    AOTI bakes them in), the torch and aclcap versions, the op libraries and the options'
-    `cache_factors()` (StepOptions.CACHE_IGNORED says why the others stay out). Keyed on the
-    model file's text instead, a step that reads an environment variable or a config file
+    AOTI bakes them in), the torch and aclcap versions, the CPU's vector ISA (an artifact
+    compiled for AVX512 is not loaded on an AVX2 machine sharing the cache: see
+    `load_artifact`), the op libraries and the options' `cache_factors()`
+    (StepOptions.CACHE_IGNORED says why the others stay out). Keyed on the model file's
+    text instead, a step that reads an environment variable or a config file
     would reuse the artifact of another graph."""
     h = hashlib.sha256()
     tensors = {**exported.state_dict, **exported.constants}
     parts = [exported.graph_module.code, str(exported.call_spec.in_spec),
              str(exported.call_spec.out_spec), str(exported.range_constraints),
-             torch.__version__, aclcap.__version__, _library_fingerprint(spec),
+             torch.__version__, aclcap.__version__, torch.backends.cpu.get_cpu_capability(),
+             _library_fingerprint(spec),
              repr(sorted((factors or {}).items()))]
     parts += [f"{name}:{list(v.shape)}:{v.dtype}:{_tensor_digest(v)}"
               for name, v in sorted(tensors.items()) if isinstance(v, torch.Tensor)]
@@ -123,13 +126,13 @@ class AotiBackend:
         runner = None
         if hit:
             try:
-                runner = torch._inductor.aoti_load_package(str(artifact))
+                runner = load_artifact(artifact)
             except Exception as exc:
                 hit = False
                 facts["cache_note"] = f"cached artifact unreadable ({first_line(exc)}): rebuilt"
         if runner is None:
             self._compile(exported, artifact)
-            runner = torch._inductor.aoti_load_package(str(artifact))
+            runner = load_artifact(artifact)
         facts.update(artifact=str(artifact), artifact_bytes=artifact.stat().st_size,
                      cache_hit=hit)
         return runner, artifact, facts
@@ -198,23 +201,33 @@ class AotiBackend:
             static = step.inputs(size)
             settle()
             t0 = time.perf_counter()
+            replay = _replayer(runner)
             with torch.no_grad():
-                runner(*static)  # first run at this size: what "capture" costs once compiled
+                replay(static)  # first run at this size: what "capture" costs once compiled
             first_runs += time.perf_counter() - t0
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
-                                     artifact.stat().st_size, _replayer(runner), static))
+                                     artifact.stat().st_size, replay, static))
         self.facts.capture_order = [c.size for c in captured]
         self.phases_s["capture"] = round(first_runs, 3)
         return captured
 
 
-def _replayer(runner: Any) -> Callable[[tuple], Any]:
+def load_artifact(path: Path) -> Any:
+    """The artifact's loader (torch._C._aoti.AOTIModelPackageLoader), made directly rather
+    than by aoti_load_package: that one first asks Inductor which vector ISA this machine
+    compiles for, only to warn on a mismatch with the artifact's, and finding out builds
+    and dlopens a probe library per ISA in child processes (3.3 s on this loaded 2-core
+    machine, the largest part of a warm run's load). The CPU capability is in the cache key
+    instead (`program_key`), so a mismatched artifact is never looked up."""
+    return torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+
+
+def _replayer(loader: Any) -> Callable[[tuple], Any]:
     """Replay through the loader's own `run`, the lowest call torch offers from Python:
     AOTICompiledModel.__call__ parses its pytree specs on every call (about 10 of its 14 µs
     per step on a one-layer model here). The output spec is read once, and a leaf or a flat
     tuple of leaves (what steps return) is rebuilt without pytree. No grad mode is set:
     the artifact records no autograd graph either way."""
-    loader = runner.loader
     spec = pytree.treespec_loads(loader.get_call_spec()[1])
     flat_tuple = spec.type is tuple and all(child.is_leaf() for child in spec.children())
 
