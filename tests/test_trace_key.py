@@ -66,8 +66,18 @@ def test_key_follows_input_shapes_the_code_does_not_name():
     assert _key(Sliced(), width=8) != _key(Sliced(), width=16)
 
 
+class BreaksFirst(nn.Module):
+    """A break before any op: Dynamo compiles no empty graph, so the call has one graph
+    while Python (here the break; in a model, code export would trace) ran outside it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.graph_break()
+        return x.relu()
+
+
 def test_no_key_where_the_graphs_do_not_determine_the_export():
     assert _key(Step(breaks=True)) is None  # Python between graphs is not hashed
+    assert _key(BreaksFirst()) is None
     assert _key(Step(), sizes=[1]) is None  # export traces size 2, which Dynamo never saw
     assert trace_key(CompileLog("eager"), SIZES, ENV) is None  # nothing traced
 

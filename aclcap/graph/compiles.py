@@ -145,9 +145,11 @@ class CompileLog:
         self.model_file = model_file
         self.compiles: list[Compile] = []
         # Per compile, the graphs Dynamo handed the backend (what the trace reads its graph
-        # count, breaks and ops from, instead of tracing again with torch._dynamo.explain)
-        # and the structure of what the call returned.
+        # count, breaks and ops from, instead of tracing again with torch._dynamo.explain),
+        # the graph breaks Dynamo counted in the call (a break before any op compiles no
+        # graph of its own) and the structure of what the call returned.
         self.graphs: list[list[LoggedGraph]] = []
+        self.breaks: list[int] = []
         self.out_specs: list[str] = []
         self._graphs: list[tuple[LoggedGraph, dict[str, list[int]]]] = []
         self._args: list[Any] = []
@@ -163,9 +165,10 @@ class CompileLog:
 
     def call(self, fn: Callable, size: int, args: tuple) -> Any:
         """Call `fn(*args)` at `size` and record a compile if it made one."""
-        from torch._dynamo.utils import guard_failures
+        from torch._dynamo.utils import counters, guard_failures
 
         seen = {code: len(reasons) for code, reasons in guard_failures.items()}
+        breaks = sum(counters["graph_break"].values())
         self._graphs, self._args = [], pytree.tree_leaves(args)
         try:
             out = fn(*args)
@@ -182,6 +185,7 @@ class CompileLog:
                                      *_site(reason, self.model_file), graphs=len(self._graphs),
                                      dynamic=dynamic))
         self.graphs.append([graph for graph, _ in self._graphs])
+        self.breaks.append(sum(counters["graph_break"].values()) - breaks)
         self.out_specs.append(str(pytree.tree_structure(out)))
         return out
 

@@ -68,8 +68,7 @@ def trace_key(log: CompileLog, sizes: list[int], program_parts: list[str]) -> st
     not determine them (a graph break, a skipped frame, size 1 alone)."""
     if not log.compiles or max(sizes) < 2:
         return None
-    if any(c.graphs != 1 or graphs[0].module.compile_subgraph_reason.graph_break
-           for c, graphs in zip(log.compiles, log.graphs, strict=True)):
+    if any(c.graphs != 1 or breaks for c, breaks in zip(log.compiles, log.breaks, strict=True)):
         return None
     h = hashlib.sha256()
     digest: dict[int, str] = {}
