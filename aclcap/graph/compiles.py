@@ -128,20 +128,13 @@ def resolve_compile_backend(name: str) -> Any:
     return name
 
 
-def _eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """Dynamo's `eager` backend, which is this. Looked up by name, it costs importing every
-    registered backend's module (about 400, most of Inductor: 1.8 s of a capture on this
-    loaded machine) that a cpu capture whose artifact comes from the cache never uses."""
-    return gm.forward
-
-
 class CompileLog:
     """Wraps a torch.compile backend to see each graph it is given, and records the calls
     that compiled: pass `log.backend` to torch.compile and make calls through `log.call`."""
 
     def __init__(self, backend: Any, model_file: Path | None = None) -> None:
-        self.inner = _eager if backend == "eager" else torch._dynamo.lookup_backend(backend) \
-            if isinstance(backend, str) else backend
+        self.inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) \
+            else backend
         self.model_file = model_file
         self.compiles: list[Compile] = []
         # Per compile, the graphs Dynamo handed the backend (what the trace reads its graph
