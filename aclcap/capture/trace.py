@@ -184,9 +184,9 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
                 log: CompileLog | None = None) -> TraceReport:
     """Run the eager step at every size under a recorder whose calls cross-check the fakes,
     and torch.compile with `log`'s backend over every size, largest first, size dims
-    dynamic (`log` then holds every compile). Without `log`, or with a wrong fake, a
-    throwaway one with the eager backend traces the largest size only: the graphs the
-    first call compiled are explain's graphs either way."""
+    dynamic (`log` then holds every compile). Without `log`, or where its backend is not
+    Dynamo's `eager`, a throwaway one with `eager` traces the largest size only: the
+    graphs the first call compiled are explain's graphs either way."""
     with torch.no_grad():  # each run gets its own copy: the step mutates its inputs
         # Every distinct custom-op call per size, to find the ops no graph holds and to
         # cross-check their fakes afterwards. torch's CrossRefFakeMode compares the same
@@ -196,13 +196,10 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
             recorder.step_size = size
             with recorder:
                 model(*clone_tensors(args))
-    # A wrong fake makes compiled code allocate wrong buffers that it may write out of
-    # bounds: such a step is traced with the eager backend only, as explain would.
-    meta_missing = {o.dispatcher_name.split(".")[0] for o in list_ops(
-        sorted({n.split("::")[0] for n in recorder.seen})) if o.meta_kind == MetaKind.MISSING}
-    wrong_fakes = _wrong_fakes(recorder.records,
-                               [n for n in recorder.seen if n not in meta_missing])
-    order, logged = sorted(inputs_by_size, reverse=True), log is not None and not wrong_fakes
+    # Compiled code allocates its buffers from the fakes, and one from a wrong fake may write
+    # out of bounds: only a log whose backend runs the graphs as eager does is filled here,
+    # before the fakes are judged; another one is filled by the capture, after.
+    order, logged = sorted(inputs_by_size, reverse=True), log is not None and log.runs_eagerly
     if not logged:
         log, order = CompileLog("eager", model_file), order[:1]
     try:
@@ -233,7 +230,9 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
             if name and name not in in_graph:
                 in_graph.append(name)
     outside = [name for name in recorder.seen if name not in in_graph]
-    wrong_meta = [bad for bad in wrong_fakes if bad["op"] in in_graph]
+    meta_missing = {o.dispatcher_name.split(".")[0] for o in list_ops(
+        sorted({n.split("::")[0] for n in outside})) if o.meta_kind == MetaKind.MISSING}
+    wrong_meta = _wrong_fakes(recorder.records, in_graph)
     where = f" (graph break at {Path(breaks[0].file).name}:{breaks[0].line})" if breaks else ""
     return TraceReport(
         graph_count=len(graphs),

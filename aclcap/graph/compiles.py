@@ -135,6 +135,7 @@ class CompileLog:
     def __init__(self, backend: Any, model_file: Path | None = None) -> None:
         self.inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) \
             else backend
+        self.runs_eagerly = backend == "eager"  # the graphs run as they are: no codegen
         self.model_file = model_file
         self.compiles: list[Compile] = []
         # Per compile, the graphs Dynamo handed the backend (what the trace reads its graph
