@@ -46,8 +46,9 @@ def test_tiny_llama_float32_matches_eager(tiny_fp32):
     assert set(trace["custom_ops_in_graph"]) == {f"aclcap::{n}" for n in aclcap_ops.OPS}
     assert "mechanism: aoti (AOTInductor" in run.stderr
     phases = doc["phases_s"]  # where the time went, in order; the cold run compiles
-    assert list(phases) == ["prepare", "trace", "compile_log", "export", "compile_or_load",
-                            "capture", "replay"]
+    # the trace's Dynamo pass is the compile log: no compile_log phase of its own
+    assert list(phases) == ["prepare", "trace", "export", "compile_or_load", "capture",
+                            "replay"]
     assert all(s >= 0 for s in phases.values()) and "phases: prepare " in run.stderr
     warm = tiny_fp32[1].json()["phases_s"]  # the artifact from the cache: loaded, not built
     assert warm["compile_or_load"] < phases["compile_or_load"] / 2
@@ -91,8 +92,18 @@ def test_step_that_branches_on_its_size_gets_one_artifact_per_guard_range(tmp_pa
     guards = [c for c in doc["trace"]["recompiles"] if c["kind"] == "guard"]
     assert [(g["size"], g["file"].split("/")[-1], g["line"]) for g in guards] == [
         (4, "size_branch.py", 19)]
-    assert "2 artifacts: sizes 1-4 (1,2,4), sizes 5+ (8) (guard `if x.shape[0] > 4:` at " \
-        "size_branch.py:19)" in " ".join(run.stderr.split())
+    said = "2 artifacts: sizes 1-4 (1,2,4), sizes 5+ (8) (guard `if x.shape[0] > 4:` at " \
+        "size_branch.py:19)"
+    assert said in " ".join(run.stderr.split())
+    # warm: the ranges come back from the trace key's index, not from a second export
+    again = capture(str(MODELS / "size_branch.py"), "--device", "cpu",
+                    ACLCAP_CACHE_DIR=str(tmp_path))
+    assert again.code == 0, again.stderr
+    assert again.json()["phases_s"]["export"] == 0 < doc["phases_s"]["export"]
+    assert [(a["range"], a["sizes"], a["artifact"]) for a in again.json()["backend"][
+        "artifacts"]] == [(a["range"], a["sizes"], a["artifact"]) for a in doc["backend"][
+            "artifacts"]]
+    assert said in " ".join(again.stderr.split())
 
 
 def test_second_run_hits_the_cache(tiny_fp32):
@@ -101,6 +112,9 @@ def test_second_run_hits_the_cache(tiny_fp32):
     assert second["compile_s"] < first["compile_s"]
     assert second["artifact"] == first["artifact"]
     assert "cache hit" in tiny_fp32[1].stderr
+    # the traced graphs name the cached artifact: the warm run does not export at all
+    phases = [r.json()["phases_s"] for r in tiny_fp32[:2]]
+    assert phases[1]["export"] == 0 < phases[0]["export"]
 
 
 def test_tiny_llama_bfloat16_matches_eager():
@@ -270,3 +284,26 @@ def test_corrupt_cached_artifact_is_rebuilt(tmp_path):
     second = capture(model, "--device", "cpu", ACLCAP_CACHE_DIR=cache)
     assert second.code == 0, second.stderr
     assert "rebuilt" in second.json()["backend"]["cache_note"]
+
+
+def test_trace_reads_the_same_graphs_with_or_without_the_compile_log():
+    """A device backend's trace compiles the largest size once with a throwaway log; the
+    cpu trace is the compile log's own pass over every size. Both read explain's facts
+    from the graphs the backend was handed, and only the logged pass keeps the compiles."""
+    from aclcap.capture.options import CaptureOptions
+    from aclcap.capture.trace import trace_model
+    from aclcap.graph.compiles import CompileLog
+    from aclcap.graph.step import prepare_step
+
+    step = prepare_step(CaptureOptions(model=str(ROOT / "examples" / "graph_break.py"),
+                                       device="cpu"))
+    inputs = {s: step.inputs(s) for s in (2, 4)}
+    alone = trace_model(step.model, inputs, step.spec.path, step.dims)
+    log = CompileLog("eager", step.spec.path)
+    logged = trace_model(step.model, inputs, step.spec.path, step.dims, log)
+    assert alone.graph_count == logged.graph_count == 3
+    assert alone.graph_breaks == logged.graph_breaks
+    assert [b.line for b in alone.graph_breaks] == [30]
+    assert alone.ops_per_graph == logged.ops_per_graph
+    assert alone.recompiles == [] and logged.recompiles == log.compiles
+    assert [c.size for c in log.compiles][:1] == [4]

@@ -173,7 +173,9 @@ def capture_step(step: StepContext, options: CaptureOptions,
 
     advance("tracing with torch.compile")
     clock = _PhaseClock()
-    trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)
+    log = CompileLog(step.backend.compile_backend, step.spec.path)
+    trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path,
+                        step.dims, log if step.backend.compile_log_in_trace else None)
     mechanism = step.backend.mechanism
     report = CaptureReport(step.spec.name, step.device, step.dtype_name, mechanism, [], trace,
                            options.fullgraph, options.fail_on_recompile,
@@ -189,7 +191,6 @@ def capture_step(step: StepContext, options: CaptureOptions,
                  for bad in trace.custom_ops_wrong_meta]
         report.rows = failed_rows(sizes, mechanism, wrong)
         return report
-    log = CompileLog(step.backend.compile_backend, step.spec.path)
     try:
         captured = step.backend.capture(
             step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"), log=log)

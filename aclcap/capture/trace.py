@@ -1,6 +1,9 @@
-"""Trace a model with torch.compile's frontend (torch._dynamo.explain) and say what landed in
-a graph: graph count, every break with the user's source line, op count per graph, and the
-custom ops inside graphs vs those left to run eagerly between them."""
+"""Trace a model with torch.compile's frontend and say what landed in a graph: graph count,
+every break with the user's source line, op count per graph, and the custom ops inside
+graphs vs those left to run eagerly between them. The facts are read from the graphs a
+CompileLog's backend was handed, as torch._dynamo.explain reads them from its own backend:
+where the compile log needs no compiled code (aoti), its pass over the sizes is the trace,
+so the step is traced once, not once to explain and again to log the compiles."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import torch
 
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line, first_text_line, innermost, summary
-from aclcap.graph.compiles import Compile
+from aclcap.graph.compiles import Compile, CompileLog, compile_over_sizes
 from aclcap.loading.libraries import BUILTIN_NAMESPACES
 from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.observe import RecordedCall
@@ -177,10 +180,13 @@ def _tracing_failure(exc: Exception, model_file: Path | None) -> dict[str, Any]:
 
 
 def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
-                model_file: Path | None = None) -> TraceReport:
-    """Run torch._dynamo.explain over the largest size, and the eager step at every size
-    under a recorder whose calls cross-check the fakes."""
-    inputs = inputs_by_size[max(inputs_by_size)]
+                model_file: Path | None = None, dims: list[list[int]] | None = None,
+                log: CompileLog | None = None) -> TraceReport:
+    """Run the eager step at every size under a recorder whose calls cross-check the fakes,
+    and torch.compile with `log`'s backend over every size, largest first, size dims
+    dynamic (`log` then holds every compile). Without `log`, or where its backend is not
+    Dynamo's `eager`, a throwaway one with `eager` traces the largest size only: the
+    graphs the first call compiled are explain's graphs either way."""
     with torch.no_grad():  # each run gets its own copy: the step mutates its inputs
         # Every distinct custom-op call per size, to find the ops no graph holds and to
         # cross-check their fakes afterwards. torch's CrossRefFakeMode compares the same
@@ -190,21 +196,35 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
             recorder.step_size = size
             with recorder:
                 model(*clone_tensors(args))
-        try:
-            explained = torch._dynamo.explain(model)(*clone_tensors(inputs))
-        except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
-            return TraceReport(graph_count=0, custom_ops_outside_graph=[
-                {"op": name, "reason": "tracing failed before any graph"}
-                for name in recorder.seen], error=_tracing_failure(exc, model_file))
+    # Compiled code allocates its buffers from the fakes, and one from a wrong fake may write
+    # out of bounds: only a log whose backend runs the graphs as eager does is filled here,
+    # before the fakes are judged; another one is filled by the capture, after.
+    order, logged = sorted(inputs_by_size, reverse=True), log is not None and log.runs_eagerly
+    if not logged:
+        log, order = CompileLog("eager", model_file), order[:1]
+    try:
+        compile_over_sizes(model, ((s, clone_tensors(inputs_by_size[s])) for s in order),
+                           dims or [], log)
+    except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
+        return TraceReport(graph_count=0, custom_ops_outside_graph=[
+            {"op": name, "reason": "tracing failed before any graph"}
+            for name in recorder.seen], error=_tracing_failure(exc, model_file),
+            recompiles=log.compiles if logged else [])
+    graphs = [graph.module for graph in log.graphs[0]] if log.graphs else []
+    ops_per_graph = [[n.target for n in gm.graph.nodes if n.op == "call_function"]
+                     for gm in graphs]  # as explain counts them
     breaks, seen = [], set()
-    for br in explained.break_reasons:
+    for gm in graphs:
+        br = gm.compile_subgraph_reason
+        if not br.graph_break:
+            continue
         file, line = _break_site(br.user_stack, model_file)
         key = (first_text_line(br.reason), file, line)
         if key not in seen:
             seen.add(key)
             breaks.append(GraphBreak(key[0], file, line))
     in_graph: list[str] = []
-    for ops in explained.ops_per_graph:
+    for ops in ops_per_graph:
         for target in ops:
             name = _custom_name(target)
             if name and name not in in_graph:
@@ -215,12 +235,13 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
     wrong_meta = _wrong_fakes(recorder.records, in_graph)
     where = f" (graph break at {Path(breaks[0].file).name}:{breaks[0].line})" if breaks else ""
     return TraceReport(
-        graph_count=explained.graph_count,
+        graph_count=len(graphs),
         graph_breaks=breaks,
-        ops_per_graph=[len(ops) for ops in explained.ops_per_graph],
+        ops_per_graph=[len(ops) for ops in ops_per_graph],
         custom_ops_in_graph=in_graph,
         custom_ops_outside_graph=[
             {"op": name, "reason": "no meta impl: run `aclcap check-meta`" if name in
              meta_missing else f"runs eagerly between graphs{where}"} for name in outside],
         custom_ops_wrong_meta=wrong_meta,
+        recompiles=log.compiles if logged else [],
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from aclcap.errors import UsageError
 
@@ -26,6 +27,18 @@ SPECIALIZATION = "0/1_specialization"
 GUARD = "guard"
 # Dynamo writes the user line of a guard as `# <abbreviated path>:<line> in <function>`.
 _SITE = re.compile(r"#\s*(\S+?\.py):(\d+) in \w+")
+
+
+@dataclass
+class LoggedGraph:
+    """One graph Dynamo handed the backend, with what its code does not show: the real
+    tensors it reads besides the call's inputs (weights, buffers, constants, in placeholder
+    order) and the shape guards and ranges its trace assumed (the AOTI trace key hashes
+    them; see aclcap.graph.backends.trace_key)."""
+
+    module: torch.fx.GraphModule
+    state: list[torch.Tensor]
+    shape_guards: list[str]
 
 
 @dataclass
@@ -122,31 +135,52 @@ class CompileLog:
     def __init__(self, backend: Any, model_file: Path | None = None) -> None:
         self.inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) \
             else backend
+        self.runs_eagerly = backend == "eager"  # the graphs run as they are: no codegen
         self.model_file = model_file
         self.compiles: list[Compile] = []
-        self._graphs: list[dict[str, list[int]]] = []
+        # Per compile, the graphs Dynamo handed the backend (what the trace reads its graph
+        # count, breaks and ops from, instead of tracing again with torch._dynamo.explain),
+        # the graph breaks Dynamo counted in the call (a break before any op compiles no
+        # graph of its own) and the structure of what the call returned.
+        self.graphs: list[list[LoggedGraph]] = []
+        self.breaks: list[int] = []
+        self.out_specs: list[str] = []
+        self._graphs: list[tuple[LoggedGraph, dict[str, list[int]]]] = []
+        self._args: list[Any] = []
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        self._graphs.append(_dynamic_dims(gm))
+        user = {id(a) for a in self._args}
+        state = [t for t in example_inputs if isinstance(t, torch.Tensor) and id(t) not in user]
+        env = getattr(gm, "shape_env", None)
+        guards = [str(g.expr) for g in env.guards] + \
+            [f"{s} in {r}" for s, r in sorted(env.var_to_range.items(), key=str)] if env else []
+        self._graphs.append((LoggedGraph(gm, state, guards), _dynamic_dims(gm)))
         return self.inner(gm, example_inputs)
 
     def call(self, fn: Callable, size: int, args: tuple) -> Any:
         """Call `fn(*args)` at `size` and record a compile if it made one."""
-        from torch._dynamo.utils import guard_failures
+        from torch._dynamo.utils import counters, guard_failures
 
         seen = {code: len(reasons) for code, reasons in guard_failures.items()}
-        self._graphs.clear()
-        out = fn(*args)
+        breaks = sum(counters["graph_break"].values())
+        self._graphs, self._args = [], pytree.tree_leaves(args)
+        try:
+            out = fn(*args)
+        finally:
+            self._args = []
         if not self._graphs:
             return out
         new = [r for code, reasons in guard_failures.items() for r in reasons[seen.get(code, 0):]]
         reason = new[0] if new else "first compile"
         dynamic: dict[str, list[int]] = {}
-        for dims in self._graphs:
+        for _, dims in self._graphs:
             dynamic.update(dims)
         self.compiles.append(Compile(size, _kind(reason) if new else FIRST, reason,
                                      *_site(reason, self.model_file), graphs=len(self._graphs),
                                      dynamic=dynamic))
+        self.graphs.append([graph for graph, _ in self._graphs])
+        self.breaks.append(sum(counters["graph_break"].values()) - breaks)
+        self.out_specs.append(str(pytree.tree_structure(out)))
         return out
 
     def recompiled(self) -> list[Compile]:

@@ -79,11 +79,12 @@ def export_step(model: torch.nn.Module, args: tuple, dims: list[list[int]]
 
 @dataclass
 class SizeRange:
-    """Sizes lo..hi (hi None: unbounded) served by one exported program."""
+    """Sizes lo..hi (hi None: unbounded) served by one exported program (None: read back
+    from the AOTI cache's index, not exported in this run)."""
 
     lo: int
     hi: int | None
-    program: torch.export.ExportedProgram
+    program: torch.export.ExportedProgram | None
 
     def covers(self, size: int) -> bool:
         return self.lo <= size and (self.hi is None or size <= self.hi)

@@ -21,6 +21,13 @@ import torch.utils._pytree as pytree
 import aclcap
 from aclcap.errors import CaptureError, first_line, value_dependent
 from aclcap.graph.backends.base import BackendSummary, Captured
+from aclcap.graph.backends.trace_key import (
+    index_path,
+    read_index,
+    tensor_digest,
+    trace_key,
+    write_index,
+)
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.graph.distributed import settle
 from aclcap.graph.export import SizeRange, export_ranges
@@ -50,26 +57,28 @@ def _library_fingerprint(spec: ModelSpec) -> str:
     return "|".join(parts)
 
 
-def _tensor_digest(t: torch.Tensor) -> str:
-    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
-    return hashlib.sha256(data.numpy().tobytes()).hexdigest()
+def _environment(spec: ModelSpec, factors: dict[str, Any]) -> list[str]:
+    """What both cache keys hash beside the step itself: the torch and aclcap versions, the
+    CPU's vector ISA (an artifact compiled for AVX512 is not loaded on an AVX2 machine
+    sharing the cache: see `load_artifact`), the op libraries and the options'
+    `cache_factors()` (StepOptions.CACHE_IGNORED says why the others stay out)."""
+    return [torch.__version__, aclcap.__version__, torch.backends.cpu.get_cpu_capability(),
+            _library_fingerprint(spec), repr(sorted(factors.items()))]
 
 
 def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec,
                 factors: dict[str, Any] | None = None) -> str:
     """A key of what the artifact is compiled from: the exported graph's code, its input
     and output signature and ranges, every weight and constant (shape, dtype and values:
-    AOTI bakes them in), the torch and aclcap versions, the op libraries and the options'
-    `cache_factors()` (StepOptions.CACHE_IGNORED says why the others stay out). Keyed on the
-    model file's text instead, a step that reads an environment variable or a config file
-    would reuse the artifact of another graph."""
+    AOTI bakes them in) and the `_environment`. Keyed on the model file's text instead, a
+    step that reads an environment variable or a config file would reuse the artifact of
+    another graph."""
     h = hashlib.sha256()
     tensors = {**exported.state_dict, **exported.constants}
     parts = [exported.graph_module.code, str(exported.call_spec.in_spec),
              str(exported.call_spec.out_spec), str(exported.range_constraints),
-             torch.__version__, aclcap.__version__, _library_fingerprint(spec),
-             repr(sorted((factors or {}).items()))]
-    parts += [f"{name}:{list(v.shape)}:{v.dtype}:{_tensor_digest(v)}"
+             *_environment(spec, factors or {})]
+    parts += [f"{name}:{list(v.shape)}:{v.dtype}:{tensor_digest(v)}"
               for name, v in sorted(tensors.items()) if isinstance(v, torch.Tensor)]
     for part in parts:
         h.update(part.encode() + b"\0")
@@ -98,6 +107,7 @@ def _export_advice(exc: CaptureError, log: CompileLog | None, model_file: Path) 
 
 class AotiBackend:
     mechanism = "aoti"
+    compile_log_in_trace = True  # torch.compile only records guards here: no code to reuse
 
     def __init__(self, options: StepOptions, compile_backend: Any = None,
                  cache_dir: Path | None = None) -> None:
@@ -123,13 +133,13 @@ class AotiBackend:
         runner = None
         if hit:
             try:
-                runner = torch._inductor.aoti_load_package(str(artifact))
+                runner = load_artifact(artifact)
             except Exception as exc:
                 hit = False
                 facts["cache_note"] = f"cached artifact unreadable ({first_line(exc)}): rebuilt"
         if runner is None:
             self._compile(exported, artifact)
-            runner = torch._inductor.aoti_load_package(str(artifact))
+            runner = load_artifact(artifact)
         facts.update(artifact=str(artifact), artifact_bytes=artifact.stat().st_size,
                      cache_hit=hit)
         return runner, artifact, facts
@@ -148,22 +158,39 @@ class AotiBackend:
 
     def _load(self, step: StepContext, sizes: list[int], log: CompileLog | None
               ) -> list[tuple[SizeRange, Any, Path]]:
-        """Export (seconds), one program per guard range of sizes, then an artifact each."""
+        """The artifacts of every size range: where the trace key names ranges exported by
+        an earlier run, straight from the cache; else export (seconds), one program per
+        guard range of sizes, then an artifact each, cached or compiled."""
         start = time.perf_counter()
-        try:
-            ranges = export_ranges(step.model, step.inputs, step.dims, sizes)
-        except CaptureError as exc:
-            raise CaptureError(_export_advice(exc, log, step.spec.path)) from exc
-        exported = time.perf_counter()
-        self.phases_s["export"] = round(exported - start, 3)
-        loaded, artifacts = [], []
-        for size_range in ranges:
-            runner, artifact, facts = self._artifact(size_range.program, step.spec)
-            covered = [s for s in sizes if size_range.covers(s)]
-            artifacts.append({"range": size_range.label(), "sizes": covered, **facts})
-            loaded.append((size_range, runner, artifact))
+        key = trace_key(log, sizes, _environment(step.spec, self.options.cache_factors())) \
+            if log is not None else None
+        index = index_path(self.cache_dir, step.spec.path.stem, key) if key else None
+        loaded = self._load_indexed(index) if index and self.options.use_cache else None
+        artifacts: list[dict[str, Any]] = []
+        if loaded is not None:
+            self.phases_s["export"] = 0.0
+            for size_range, _, artifact in loaded:
+                artifacts.append({"range": size_range.label(),
+                                  "sizes": [s for s in sizes if size_range.covers(s)],
+                                  "artifact": str(artifact),
+                                  "artifact_bytes": artifact.stat().st_size, "cache_hit": True})
+        else:
+            try:
+                ranges = export_ranges(step.model, step.inputs, step.dims, sizes)
+            except CaptureError as exc:
+                raise CaptureError(_export_advice(exc, log, step.spec.path)) from exc
+            self.phases_s["export"] = round(time.perf_counter() - start, 3)
+            loaded = []
+            for size_range in ranges:
+                runner, artifact, facts = self._artifact(size_range.program, step.spec)
+                covered = [s for s in sizes if size_range.covers(s)]
+                artifacts.append({"range": size_range.label(), "sizes": covered, **facts})
+                loaded.append((size_range, runner, artifact))
+            if index is not None:
+                write_index(index, [(r, artifact) for r, _, artifact in loaded])
         notes = [a["cache_note"] for a in artifacts if "cache_note" in a]
-        self.phases_s["compile_or_load"] = round(time.perf_counter() - exported, 3)
+        self.phases_s["compile_or_load"] = round(
+            time.perf_counter() - start - self.phases_s["export"], 3)
         self.facts = BackendSummary(
             artifact=artifacts[0]["artifact"],
             artifact_bytes=sum(a["artifact_bytes"] for a in artifacts),
@@ -174,6 +201,17 @@ class AotiBackend:
             self.facts.guard = f"guard {guards[0].source() or guards[0].guard()}"
         return loaded
 
+    @staticmethod
+    def _load_indexed(index: Path) -> list[tuple[SizeRange, Any, Path]] | None:
+        """The indexed ranges' artifacts, loaded; None where the index is missing or stale
+        or an artifact will not load (then export decides, and rebuilds what is corrupt)."""
+        ranges = read_index(index)
+        try:
+            return [(r, load_artifact(artifact), artifact) for r, artifact in ranges or []] \
+                or None
+        except Exception:  # an unreadable artifact: the export path rebuilds it with a note
+            return None
+
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None,
                 log: CompileLog | None = None) -> list[Captured]:
@@ -183,7 +221,7 @@ class AotiBackend:
         order = sorted(sizes, reverse=True)
         self.phases_s = {}
         started = time.perf_counter()
-        if log is not None:
+        if log is not None and not log.compiles:  # else the trace compiled it already
             compile_over_sizes(step.model, ((s, step.inputs(s)) for s in order), step.dims, log)
             self.phases_s["compile_log"] = round(time.perf_counter() - started, 3)
         loaded: list[tuple[SizeRange, Any, Path]] = []
@@ -198,23 +236,33 @@ class AotiBackend:
             static = step.inputs(size)
             settle()
             t0 = time.perf_counter()
+            replay = _replayer(runner)
             with torch.no_grad():
-                runner(*static)  # first run at this size: what "capture" costs once compiled
+                replay(static)  # first run at this size: what "capture" costs once compiled
             first_runs += time.perf_counter() - t0
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
-                                     artifact.stat().st_size, _replayer(runner), static))
+                                     artifact.stat().st_size, replay, static))
         self.facts.capture_order = [c.size for c in captured]
         self.phases_s["capture"] = round(first_runs, 3)
         return captured
 
 
-def _replayer(runner: Any) -> Callable[[tuple], Any]:
+def load_artifact(path: Path) -> Any:
+    """The artifact's loader (torch._C._aoti.AOTIModelPackageLoader), made directly rather
+    than by aoti_load_package: that one first asks Inductor which vector ISA this machine
+    compiles for, only to warn on a mismatch with the artifact's, and finding out builds
+    and dlopens a probe library per ISA in child processes (3.3 s on this loaded 2-core
+    machine, the largest part of a warm run's load). The CPU capability is in the cache key
+    instead (`program_key`), so a mismatched artifact is never looked up."""
+    return torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+
+
+def _replayer(loader: Any) -> Callable[[tuple], Any]:
     """Replay through the loader's own `run`, the lowest call torch offers from Python:
     AOTICompiledModel.__call__ parses its pytree specs on every call (about 10 of its 14 µs
     per step on a one-layer model here). The output spec is read once, and a leaf or a flat
     tuple of leaves (what steps return) is rebuilt without pytree. No grad mode is set:
     the artifact records no autograd graph either way."""
-    loader = runner.loader
     spec = pytree.treespec_loads(loader.get_call_spec()[1])
     flat_tuple = spec.type is tuple and all(child.is_leaf() for child in spec.children())
 

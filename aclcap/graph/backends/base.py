@@ -52,6 +52,10 @@ class BackendSummary:
 class Backend(Protocol):
     mechanism: str  # "aclgraph", "cudagraph" or "aoti"
     compile_backend: Any  # what torch.compile uses (on cpu: only to record recompiles)
+    # True where torch.compile's code is not captured, only its guards recorded (aoti): the
+    # trace's Dynamo pass over every size then fills the compile log, and capture takes it
+    # as it is instead of tracing the step again.
+    compile_log_in_trace: bool
     # The last capture's time by phase, in order, where the backend tells them apart
     # (aoti: compile_log, export, compile_or_load, capture); empty where it does not.
     phases_s: dict[str, float]

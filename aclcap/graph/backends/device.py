@@ -51,6 +51,8 @@ class DeviceGraphBackend:
     """`mod` is the device module (torch.cuda, torch.npu once torch_npu is imported); the
     protocol test passes a stand-in. `compile_backend` is what torch.compile uses."""
 
+    compile_log_in_trace = False  # the warm-up's compiles are the code that is captured
+
     def __init__(self, device: str, mod: Any = None, compile_backend: Any = None) -> None:
         self.device = device
         self.mod = mod if mod is not None else getattr(torch, device)
