@@ -74,6 +74,7 @@ def _dynamic_shapes(gm: torch.fx.GraphModule) -> tuple:
 
 class PiecewiseAotiBackend:
     mechanism = MECHANISM
+    compile_log_in_trace = False  # its compile splits and compiles the pieces it captures
 
     def __init__(self, options: StepOptions,
                  refresh: Callable[[str, torch.Tensor, torch.Tensor], bool] = refresh_changed
@@ -132,8 +133,7 @@ class PiecewiseAotiBackend:
         self.artifacts.append({"piece": piece.index, **facts})
         self.phases_s["compile_or_load"] = round(
             self.phases_s.get("compile_or_load", 0.0) + time.perf_counter() - t0, 3)
-        loader = runner.loader
-        return lambda flat: loader.run(flat)
+        return lambda flat: runner.run(flat)  # the artifact's AOTIModelPackageLoader
 
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None,
