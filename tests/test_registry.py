@@ -9,7 +9,9 @@ from aclcap.meta.registry import list_ops
 
 def test_lists_bundled_ops_from_dispatcher(bundled):
     ops = {o.qualname: o for o in list_ops(["aclcap"])}
-    assert len(ops) == 8  # six ops; rms_norm and silu_and_mul also have an out= overload
+    assert len(ops) == 9  # seven ops; rms_norm and silu_and_mul also have an out= overload
+    assert ops["aclcap::paged_attention.default"].meta_kind == "python"
+    assert torch.Tag.cudagraph_unsafe in ops["aclcap::paged_attention.default"].overload().tags
     assert ops["aclcap::rms_norm.out"].meta_kind == "cpp"
     assert ops["aclcap::silu_and_mul.default"].meta_kind == "cpp"
     assert "registration.cpp" in ops["aclcap::silu_and_mul.default"].meta_source

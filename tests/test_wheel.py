@@ -83,7 +83,7 @@ def test_installed_wheel_works_outside_the_checkout(venv, tmp_path):
     assert "up to date" in build.stdout
     meta = _run(venv, tmp_path, "check-meta", "--device", "cpu")
     assert meta.returncode == 0, meta.stderr
-    assert "8 ops: 8 pass" in meta.stdout
+    assert "9 ops: 9 pass" in meta.stdout
     assert "Failed to initialize NumPy" not in meta.stderr
     shutil.copy(ROOT / "examples" / "tiny_llama.py", tmp_path / "model.py")
     capture = _run(venv, tmp_path, "capture", "model.py", "--device", "cpu", "--shapes", "1,2")
