@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from aclcap.bench.baseline import regressions
+from aclcap.bench.baseline import regressions, undecided
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.run import eager_launches
 from aclcap.loading.model_file import instantiate_model, load_model_file, make_step_inputs
@@ -78,14 +78,21 @@ def test_baseline_round_trip_passes_and_doctored_baseline_fails(saved):
     for r in doctored["results"]:
         if r["mode"] == "graph" and r["size"] == 2:
             r["step_median_us"] /= 4  # a baseline where graph replay was 4x faster
-    found = regressions(base, doctored, 0.10)
-    assert len(found) == 1 and found[0].startswith("size 2 graph/eager")
+    # A run not flagged unstable has intervals within ±7%: a 4x change is past any doubt.
+    # A flagged one may be too noisy to tell, and must say so instead of passing.
+    found, unsure = regressions(base, doctored, 0.10), undecided(base, doctored, 0.10)
+    assert [line.split(":")[0] for line in found + unsure] == ["size 2 graph/eager"]
+    assert found or base["unstable"], unsure
     (folder / "doctored.json").write_text(json.dumps(doctored))
     run = aclcap("bench", TINY, *ARGS, "--baseline", str(folder / "doctored.json"),
-                 "--max-regression", "0.5")
-    assert run.code == 1
-    assert "regression: size 2 graph/eager" in run.stdout
-    assert "size 1 graph/eager" not in run.stdout  # a rerun of the same code: not flagged
+                 "--max-regression", "0.5", "--json", str(folder / "rerun.json"))
+    rerun_unstable = json.loads((folder / "rerun.json").read_text())["unstable"]
+    if "regression: size 2 graph/eager" in run.stdout:
+        assert run.code == 1
+    else:  # too noisy to tell: said so, and not failed
+        assert rerun_unstable and run.code == 0, run.stdout
+        assert "undecided: size 2 graph/eager" in run.stdout
+    assert "regression: size 1" not in run.stdout  # a rerun of the same code: not flagged
 
 
 def test_op_microbenchmarks_measure_every_op_against_its_floor(bundled):
@@ -175,6 +182,48 @@ def test_no_mode_beats_its_floor():
         return {r.mode: r.over_floor for r in run_bench(options).rows}
 
     assert_median_holds(measure, lambda over: over > 0.9, "a mode faster than its floor")
+
+
+def test_floor_of_the_same_bytes_holds_across_sizes():
+    """A floor is the fastest of many read passes timed between the modes' blocks: the
+    same bytes (tiny_llama's weights are its step's bytes at every size) get the same floor,
+    within 30%, whatever the machine's load does to single passes. Judged on one run, not a
+    median of tries: a minimum must hold in every run."""
+    from aclcap.bench.run import run_bench
+
+    report = run_bench(BenchOptions(model=TINY, shapes=(1, 2, 4, 8), device="cpu",
+                                    modes=("eager",), rounds=10, max_time_s=0.0))
+    totals = [b.total for b in report.step_bytes.values()]
+    # the same bytes: the weights, and the embedding rows and inputs that grow with size
+    assert max(totals) < 1.01 * min(totals), report.step_bytes
+    floors = {r.size: r.floor_us for r in report.rows}
+    assert set(floors) == {1, 2, 4, 8} and min(report.floor_passes.values()) >= 10 * 3
+    assert max(floors.values()) <= 1.3 * min(floors.values()), \
+        (floors, report.read_gbps, report.floor_passes)
+
+
+@pytest.mark.slow
+def test_three_runs_give_overlapping_size1_speedups():
+    """Reproducibility across processes, as pyperf measures it: three separate `aclcap bench`
+    runs of a small model give size-1 speedups whose 95% intervals overlap pairwise, unless
+    a run is flagged unstable (a row's rounds spread, or its speedup's interval is wider
+    than ±7%): two runs that overlap so give speedups within about 15% of each other."""
+    runs = [aclcap_process("bench", TINY, "--device", "cpu", "--shapes", "1", "--modes",
+                           "eager,graph", "--rounds", "5", "--max-time", "5", "--json", "-")
+            for _ in range(3)]
+    assert all(run.code == 0 for run in runs), [run.stderr[-2000:] for run in runs]
+    docs = [run.json() for run in runs]
+    graph = [next(r for r in doc["results"] if r["mode"] == "graph") for doc in docs]
+    for doc in docs:  # the run is flagged exactly when one of its rows is
+        assert doc["unstable"] == any(r["unstable"] for r in doc["results"])
+    stable = [g for g, doc in zip(graph, docs, strict=True) if not doc["unstable"]]
+    for g in stable:
+        lo, hi = g["speedup_ci"]
+        assert (hi - lo) / 2 <= 0.07 * g["speedup_vs_eager"], g
+    for i, a in enumerate(stable):
+        for b in stable[i + 1:]:
+            assert a["speedup_ci"][0] <= b["speedup_ci"][1] \
+                and b["speedup_ci"][0] <= a["speedup_ci"][1], graph
 
 
 def test_max_autotune_graph_is_named_in_the_title_and_json():

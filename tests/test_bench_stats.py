@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from aclcap.bench.baseline import regressions
+from aclcap.bench.baseline import regressions, undecided
 from aclcap.bench.run import BenchRow, set_speedups
 from aclcap.bench.stats import median_ci
 
@@ -66,6 +66,19 @@ def test_planted_2x_slowdown_is_flagged_and_a_rerun_is_not():
     moved = sum(_point(r) > _point(baseline) * 1.05 for r in reruns)
     assert flagged <= 0.05 * len(reruns) and moved >= 3 * max(flagged, 1)
     assert regressions(reruns[0], baseline, 0.10) == []  # one rerun, the default threshold
+    assert undecided(slowed, baseline, 0.10) == []  # a regression is not also undecided
+
+
+def test_a_change_within_the_noise_is_undecided_not_passed_in_silence():
+    baseline = _doc(_rounds(0, 500))
+    noisy = _doc(_rounds(11, 650, rounds=5, noise=0.5))  # 30% slower, in five wild rounds
+    assert regressions(noisy, baseline, 0.10) == []
+    [line] = undecided(noisy, baseline, 0.10)
+    assert line.startswith("size 1 graph/eager: 0.653 vs baseline 0.494 (+32% > 10%, 95% "
+                           "interval") and line.endswith("not called a regression; rerun with "
+                                                         "more --rounds or on a quieter machine "
+                                                         "to tell")
+    assert undecided(baseline, baseline, 0.10) == []
 
 
 def _point(doc: dict) -> float:
@@ -81,18 +94,40 @@ def _spread(values: list[float]) -> float:
 
 
 def test_rounds_extend_while_a_spread_is_wide_then_stop():
-    from aclcap.bench.run import run_rounds
+    from aclcap.bench.run import run_rounds, unsettled
 
     # two wild rounds among the first five: extra steady rounds outvote them
     times = [100.0, 300.0, 100.0, 290.0, 101.0]
     series: list[float] = []
     ran = run_rounds(lambda r: series.append(times[r] if r < len(times) else 100.0 + r % 3),
-                     lambda: [_spread(series)], 5, max_time_s=60.0)
+                     lambda: unsettled({(1, "eager"): series}), 5, max_time_s=60.0)
     assert _spread(series[:5]) > 1.25 and ran > 5 and _spread(series) <= 1.25
     # with no budget the five rounds asked for are all it runs
     series.clear()
-    assert run_rounds(lambda r: series.append(times[r]), lambda: [_spread(series)], 5,
-                      max_time_s=0.0) == 5
+    assert run_rounds(lambda r: series.append(times[r]),
+                      lambda: unsettled({(1, "eager"): series}), 5, max_time_s=0.0) == 5
+
+
+def test_rounds_extend_while_a_speedups_interval_is_wide_then_stop():
+    """Step times that each spread little can still pair into ratios that disagree: the
+    speedup's interval, not only each mode's spread, decides whether a row is settled."""
+    from aclcap.bench.run import run_rounds, unsettled
+
+    graph = [500.0, 600.0, 500.0, 600.0, 550.0]
+    rounds: dict[tuple[int, str], list[float]] = {(1, "eager"): [], (1, "graph"): []}
+
+    def one_round(r: int) -> None:
+        rounds[(1, "eager")].append(1000.0)
+        rounds[(1, "graph")].append(graph[r] if r < len(graph) else 540.0 + r % 3)
+
+    ran = run_rounds(one_round, lambda: unsettled(rounds), 5, max_time_s=60.0)
+    first = {key: times[:5] for key, times in rounds.items()}
+    assert max(_spread(t) for t in first.values()) < 1.25 and unsettled(first)
+    assert ran > 5 and not unsettled(rounds)
+    rows = _doc(first)["results"]  # the five rounds alone: flagged, by the interval
+    graph_row = next(r for r in rows if r["mode"] == "graph")
+    assert graph_row["unstable"] and graph_row["spread"] < 1.25
+    assert not next(r for r in rows if r["mode"] == "eager")["unstable"]
 
 
 def test_a_row_still_wide_is_flagged_unstable_in_table_and_lines():
@@ -108,3 +143,21 @@ def test_a_row_still_wide_is_flagged_unstable_in_table_and_lines():
         in "\n".join(bench_lines(report))
     text = render(bench_table(report, 200), 200)
     assert "unstable (spread 1.42)" in text and text.count("unstable") == 1
+
+
+def test_a_row_whose_interval_is_wide_is_flagged_with_it():
+    from aclcap.bench.run import BenchReport
+    from aclcap.report.bench import bench_lines, bench_table, to_document
+    from tests.test_tables import render
+
+    rows = [BenchRow(1, "eager", "eager", 100.0, 110.0, 100.0, None, None, spread=1.1,
+                     speedup_vs_eager=1.0, speedup_ci=[1.0, 1.0]),
+            BenchRow(1, "graph", "aoti", 50.0, 55.0, 50.0, None, 1, spread=1.1,
+                     speedup_vs_eager=2.0, speedup_ci=[1.7, 2.1], unstable=True)]
+    report = BenchReport("tiny", "cpu", "float32", "aoti", 9, rows)
+    assert "size 1 graph: unstable, its speedup's 95% interval is ±10.0% over 9 rounds " \
+        "(past ±7%" in "\n".join(bench_lines(report))
+    assert "unstable (±10%)" in render(bench_table(report, 200), 200)
+    assert to_document(report, [])["unstable"] is True
+    report.rows[1].unstable = False
+    assert to_document(report, [])["unstable"] is False

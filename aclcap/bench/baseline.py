@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from aclcap.bench.stats import ratio_interval
@@ -29,19 +30,45 @@ def regressions(current: dict, baseline: dict, max_regression: float) -> list[st
     `max_regression` relative to the baseline: ratios, so the machine's speed cancels. Where
     both runs give the ratio's interval (`speedup_ci`), only a growth whose whole interval
     lies past the threshold counts: a noisy rerun of the same code is not a regression."""
-    found = []
-    for label, (now, now_ci), (then, then_ci) in _ratio_pairs(current, baseline):
-        low, high = ratio_interval(now, now_ci, then, then_ci)
-        if low > 1 + max_regression:
-            sure = f", 95% interval +{(low - 1) * 100:.0f}% to +{(high - 1) * 100:.0f}%" \
-                if now_ci or then_ci else ""
-            found.append(f"{label}: {now:.3f} vs baseline {then:.3f} "
-                         f"(+{(now / then - 1) * 100:.0f}% > {max_regression * 100:.0f}%"
-                         f"{sure})")
-    return found
+    return [_describe(change, max_regression) for change in _changes(current, baseline)
+            if change.low > 1 + max_regression]
+
+
+def undecided(current: dict, baseline: dict, max_regression: float) -> list[str]:
+    """Rows whose ratio grew past `max_regression` while its interval reaches back under
+    it: too noisy to call either way (criterion.rs's "change within noise"), said so rather
+    than passed in silence."""
+    return [f"{_describe(change, max_regression)}: not called a regression; rerun with more "
+            "--rounds or on a quieter machine to tell"
+            for change in _changes(current, baseline)
+            if change.now / change.then > 1 + max_regression >= change.low]
 
 
 Ratio = tuple[float, tuple[float, float] | None]  # the point, and its interval if known
+
+
+@dataclass
+class _Change:
+    label: str
+    now: float
+    then: float
+    low: float  # the interval of now / then
+    high: float
+    has_interval: bool  # either run gave one
+
+
+def _describe(c: _Change, max_regression: float) -> str:
+    interval = f", 95% interval {(c.low - 1) * 100:+.0f}% to {(c.high - 1) * 100:+.0f}%" \
+        if c.has_interval else ""
+    return f"{c.label}: {c.now:.3f} vs baseline {c.then:.3f} " \
+           f"(+{(c.now / c.then - 1) * 100:.0f}% > {max_regression * 100:.0f}%{interval})"
+
+
+def _changes(current: dict, baseline: dict) -> list[_Change]:
+    """Each ratio both runs have, with the interval of now / then."""
+    return [_Change(label, now, then, *ratio_interval(now, now_ci, then, then_ci),
+                    has_interval=bool(now_ci or then_ci))
+            for label, (now, now_ci), (then, then_ci) in _ratio_pairs(current, baseline)]
 
 
 def _ratios(doc: dict) -> dict[str, Ratio]:

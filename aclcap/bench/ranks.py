@@ -10,6 +10,7 @@ from pathlib import Path
 
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.run import BenchReport, run_bench, set_speedups, with_model
+from aclcap.bench.stats import UNSTABLE_SPREAD
 from aclcap.bench.timing import median_p90
 from aclcap.errors import UsageError
 from aclcap.graph.distributed import RankInfo, launch
@@ -34,6 +35,7 @@ def merge_ranks(reports: list[BenchReport]) -> BenchReport:
             per_rank.append({"rank": rank, "step_median_us": mine.step_median_us,
                              "host_us": mine.host_us, "device_us": mine.device_us})
         rows.append(replace(row, step_median_us=med, step_p90_us=p90, spread=p90 / med,
+                            unstable=p90 / med > UNSTABLE_SPREAD,
                             host_us=max(p["host_us"] for p in per_rank), per_rank=per_rank,
                             over_floor=med / row.floor_us if row.floor_us else None))
     set_speedups(rows, series)

@@ -12,12 +12,13 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aclcap.bench.floor import StepBytes, read_bandwidth, step_bytes
+from aclcap.bench.floor import ReadFloor, StepBytes, step_bytes
 from aclcap.bench.modes import MODES
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
-from aclcap.bench.stats import UNSTABLE_SPREAD, median_ci
+from aclcap.bench.stats import UNSTABLE_CI, UNSTABLE_SPREAD, ci_half_width, median_ci
 from aclcap.bench.timing import (
+    BLOCK_S,
     BlockTime,
     median_p90,
     steps_for,
@@ -49,9 +50,10 @@ class BenchRow:
     speedup_vs_eager: float | None = None
     speedup_ci: list[float] | None = None  # bootstrap 95% interval of speedup_vs_eager
     spread: float = 0.0  # p90 / median over rounds
-    unstable: bool = False  # spread past UNSTABLE_SPREAD even after extended rounds
+    # spread past UNSTABLE_SPREAD or speedup_ci past ±UNSTABLE_CI, after extended rounds
+    unstable: bool = False
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
-    floor_us: float | None = None  # the step's bytes at the measured read bandwidth
+    floor_us: float | None = None  # the step's bytes at its fastest read pass
     over_floor: float | None = None  # step median / floor
 
     def to_dict(self) -> dict:
@@ -73,7 +75,13 @@ class BenchReport:
     profiles: list[StepProfile] = field(default_factory=list)  # --profile
     step_bytes: dict[int, StepBytes] = field(default_factory=dict)  # per exact size
     read_gbps: dict[int, float] = field(default_factory=dict)  # per size: its floor's rate
+    floor_passes: dict[int, int] = field(default_factory=dict)  # per size: passes its min is of
     max_autotune: bool = False  # graph mode's artifact compiled with --max-autotune
+
+    @property
+    def unstable(self) -> bool:
+        """A row flagged unstable: its numbers may not repeat in another run."""
+        return any(r.unstable for r in self.rows)
 
     def padding_cost(self) -> dict[int, float]:
         """Per padded size, step time on the padded graph over the exact-size graph."""
@@ -204,6 +212,8 @@ def run_bench(options: BenchOptions,
 
     with torch.no_grad():
         blocks = {key: steps_for(fn) for key, fn in steps.items()}
+    report.step_bytes = {size: step_bytes(model, step.inputs(size)) for size in capture_sizes}
+    floors = {size: ReadFloor(resolved, b.total) for size, b in report.step_bytes.items()}
     settled = rank is not None and resolved == "cpu"
     if rank is not None:  # the longest block any rank wants: all ranks run the same steps
         every = rank.exchange(blocks)
@@ -222,9 +232,11 @@ def run_bench(options: BenchOptions,
                 timings[key].append(
                     time_settled_steps(fn, blocks[key], lambda: settle(force=True))
                     if settled else time_block(fn, blocks[key], resolved))
+                if key[0] in floors:  # a floor block after each block it bounds
+                    floors[key[0]].time_block(BLOCK_S)
 
     try:  # ranks run in lockstep: no rank may extend alone
-        report.rounds = run_rounds(one_round, lambda: _spreads(timings), rounds,
+        report.rounds = run_rounds(one_round, lambda: unsettled(_step_times(timings)), rounds,
                                    options.max_time_s if rank is None else 0.0)
     except KeyboardInterrupt:
         report.interrupted = True
@@ -247,44 +259,63 @@ def run_bench(options: BenchOptions,
                                     backend.mechanism,
                                     med, p90, host, dev, launches[(size, mode)],
                                     spread=p90 / med, unstable=p90 / med > UNSTABLE_SPREAD))
-    set_speedups(report.rows, {key: [t.step_us for t in timed]
-                               for key, timed in timings.items()})
-    set_floors(report, model, step.inputs, capture_sizes)
+    set_speedups(report.rows, _step_times(timings))
+    set_floors(report, floors)
     return report
 
 
-def _spreads(timings: dict[tuple[int, str], list]) -> list[float]:
-    spreads = []
-    for timed in timings.values():
-        if timed:
-            med, p90 = median_p90([t.step_us for t in timed])
-            spreads.append(p90 / med)
-    return spreads
+def _step_times(timings: dict[tuple[int, str], list[BlockTime]]
+                ) -> dict[tuple[int, str], list[float]]:
+    return {key: [t.step_us for t in timed] for key, timed in timings.items()}
 
 
-def run_rounds(one_round: Callable[[int], None], spreads: Callable[[], list[float]],
+def unsettled(rounds: dict[tuple[int, str], list[float]]) -> bool:
+    """Whether any (size, mode) would be flagged unstable on the rounds so far: its step
+    times spread past UNSTABLE_SPREAD, or its speedup's interval past UNSTABLE_CI."""
+    for (size, mode), times in rounds.items():
+        if not times:
+            continue
+        med, p90 = median_p90(times)
+        eager = rounds.get((size, "eager"))
+        if p90 / med > UNSTABLE_SPREAD or (mode != "eager" and eager and _ci_too_wide(
+                paired_ratios(eager, times))):
+            return True
+    return False
+
+
+def paired_ratios(eager: list[float], mine: list[float]) -> list[float]:
+    """Eager's time over the mode's, round by round (a round cut short by Ctrl-C drops)."""
+    return [e / m for e, m in zip(eager, mine, strict=False)]
+
+
+def _ci_too_wide(ratios: list[float]) -> bool:
+    return ci_half_width(statistics.median(ratios), median_ci(ratios)) > UNSTABLE_CI
+
+
+def run_rounds(one_round: Callable[[int], None], unstable: Callable[[], bool],
                rounds: int, max_time_s: float) -> int:
-    """`rounds` rounds, then more while any (size, mode)'s spread (p90 / median over its
-    rounds) is past UNSTABLE_SPREAD and the timing has run under `max_time_s` (pyperf's
+    """`rounds` rounds, then more while `unstable()` (a row's spread or its speedup's
+    interval is past its limit) and the timing has run under `max_time_s` (pyperf's
     calibration, bounded): a noisy moment gets outvoted before a row is called unstable.
     Returns the rounds run."""
     started = time.perf_counter()
     done = 0
     while done < rounds or (done < MAX_ROUNDS and time.perf_counter() - started < max_time_s
-                            and any(s > UNSTABLE_SPREAD for s in spreads())):
+                            and unstable()):
         one_round(done)
         done += 1
     return done
 
 
-def set_floors(report: BenchReport, model: torch.nn.Module, inputs: Callable[[int], tuple],
-               sizes: list[int]) -> None:
-    """Each exact size's memory floor, and every row's time over it."""
-    for size in sizes:
-        report.step_bytes[size] = counted = step_bytes(model, inputs(size))
-        report.read_gbps[size] = read_bandwidth(report.device, counted.total) / 1e9
+def set_floors(report: BenchReport, floors: dict[int, ReadFloor]) -> None:
+    """Each exact size's memory floor (its bytes at its fastest read pass), and every
+    row's time over it."""
+    for size, floor in floors.items():
+        if floor.passes:  # none when Ctrl-C came before the first round ended
+            report.read_gbps[size] = floor.gbps
+            report.floor_passes[size] = floor.passes
     for row in report.rows:
-        if row.size in report.step_bytes and row.mode != "padded":
+        if row.size in report.read_gbps and row.mode != "padded":
             row.floor_us = report.step_bytes[row.size].total / report.read_gbps[row.size] / 1e3
             row.over_floor = row.step_median_us / row.floor_us
 
@@ -293,10 +324,13 @@ def set_speedups(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]
     """Each row's speedup over eager at its size: the median of the per-round ratios, so
     that a round slowed by the machine as a whole (a shared host, another process) slows
     both sides of its ratio instead of one side of a ratio of medians; with its bootstrap
-    95% interval, so a reader (and --baseline) knows how far to trust it."""
+    95% interval, so a reader (and --baseline) knows how far to trust it; a row whose
+    interval is wider than ±UNSTABLE_CI is flagged unstable."""
     for row in rows:
         eager, mine = rounds.get((row.size, "eager")), rounds.get((row.size, row.mode))
         if eager and mine:
-            ratios = [e / m for e, m in zip(eager, mine, strict=False)]
+            ratios = paired_ratios(eager, mine)
             row.speedup_vs_eager = statistics.median(ratios)
             row.speedup_ci = [round(x, 4) for x in median_ci(ratios)]
+            if row.mode != "eager" and _ci_too_wide(ratios):
+                row.unstable = True

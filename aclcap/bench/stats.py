@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 
 UNSTABLE_SPREAD = 1.25  # p90 / median past which a row's rounds disagree too much to trust
+# A speedup whose 95% interval is wider than this either side of it is unstable: two runs
+# whose intervals are this narrow and overlap give speedups within 15% of each other.
+UNSTABLE_CI = 0.07
 RESAMPLES = 2000
 LEVEL = 0.95
 
@@ -26,6 +29,11 @@ def median_ci(values: list[float], seed: int = 0) -> tuple[float, float]:
     tail = (1 - LEVEL) / 2 * 100
     lo, hi = np.percentile(medians, [tail, 100 - tail])
     return float(lo), float(hi)
+
+
+def ci_half_width(point: float, ci: list[float] | tuple[float, float]) -> float:
+    """Half the interval's width relative to its point: 0.05 prints as `±5%`."""
+    return (ci[1] - ci[0]) / 2 / point
 
 
 def ratio_interval(now: float, now_ci: tuple[float, float] | None, then: float,

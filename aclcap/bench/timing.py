@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils import benchmark
 
+BLOCK_S = 0.02  # a block's length: timer overhead negligible, short beside the machine's drift
+
 
 @dataclass
 class BlockTime:
@@ -27,7 +29,7 @@ def _timer(fn: Callable[[], object]) -> benchmark.Timer:
     return benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
 
 
-def steps_for(fn: Callable[[], object], target_s: float = 0.02) -> int:
+def steps_for(fn: Callable[[], object], target_s: float = BLOCK_S) -> int:
     """How many steps make a block of about `target_s`, so timer overhead is negligible."""
     once = _timer(fn).timeit(3).mean
     return max(1, min(100_000, int(target_s / max(once, 1e-7))))

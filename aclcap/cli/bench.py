@@ -43,7 +43,8 @@ def bench(
                       "p90 are over rounds.")] = 7,
     max_time: Annotated[float, typer.Option("--max-time", min=0, help="Seconds the timing may "
                         "run: past --rounds, rounds extend while a row's spread (p90/median) "
-                        "is past 1.25; a row still past it is flagged unstable.")] = 20.0,
+                        "is past 1.25 or its speedup's 95% interval is wider than ±7%; a row "
+                        "still past either is flagged unstable.")] = 20.0,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Also plot "
                     "step time against size, one line per mode (needs the plot extra).")
                     ] = None,
@@ -78,7 +79,7 @@ def bench(
     """Time eager vs compiled vs graph replay per size, interleaved in rounds in one process:
     step median and p90, host and device time, launches per step, speedup vs eager. Exit 1
     when --baseline finds a regression. With --nproc each round is the slowest rank's."""
-    from aclcap.bench.baseline import load_baseline, regressions
+    from aclcap.bench.baseline import load_baseline, regressions, undecided
     from aclcap.bench.modes import parse_modes
     from aclcap.devices import check_nproc, resolve_device
     from aclcap.loading.model_file import parse_shapes
@@ -152,6 +153,8 @@ def bench(
         found = regressions(doc, baseline_doc, max_regression)
         for line in found:
             console.print(f"[red]regression:[/] {escape(line)}", highlight=False)
+        for line in undecided(doc, baseline_doc, max_regression):
+            console.print(f"[yellow]undecided:[/] {escape(line)}", highlight=False)
         if found:
             raise typer.Exit(EXIT_FAILED)
         console.print(f"no regression against {baseline} (max {max_regression:.0%})")

@@ -162,11 +162,8 @@ def capture(
     if fmt == "github" or junit_xml is not None:
         from aclcap.report import ci
 
-        if fmt == "github":
-            for line in ci.capture_annotations(result):
-                console.file.write(line + "\n")
-        if junit_xml is not None:
-            junit_xml.write_text(ci.capture_junit(result))
+        ci.write(ci.capture_annotations(result), ci.capture_junit(result),
+                 console.file if fmt == "github" else None, junit_xml)
     raise typer.Exit(result.exit_code)
 
 

@@ -150,11 +150,8 @@ def check_meta(
     if fmt == "github" or junit_xml is not None:
         from aclcap.report import ci
 
-        if fmt == "github":
-            for line in ci.check_meta_annotations(result):
-                console.file.write(line + "\n")
-        if junit_xml is not None:
-            junit_xml.write_text(ci.check_meta_junit(result))
+        ci.write(ci.check_meta_annotations(result), ci.check_meta_junit(result),
+                 console.file if fmt == "github" else None, junit_xml)
     if synthesized is not None:
         for line in meta_report.synthesis_lines(synthesized):
             console.print(line, highlight=False, markup=False, soft_wrap=True)

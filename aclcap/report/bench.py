@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import RenderableType
 from rich.table import Table
 
-from aclcap.bench.stats import UNSTABLE_SPREAD
+from aclcap.bench.stats import UNSTABLE_CI, UNSTABLE_SPREAD, ci_half_width
 from aclcap.report import profile
 from aclcap.report.layout import WIDE, Col, document, line, num, short, table, times
 
@@ -36,8 +36,9 @@ def to_document(result: BenchReport, ops: list[dict]) -> dict:
             for r in result.rows]
     return document("bench", result.device, rows, model=result.model, dtype=result.dtype,
                     mechanism=result.mechanism, rounds=result.rounds,
-                    interrupted=result.interrupted, ops=ops,
+                    interrupted=result.interrupted, unstable=result.unstable, ops=ops,
                     read_gbps={str(k): v for k, v in result.read_gbps.items()},
+                    floor_passes={str(k): v for k, v in result.floor_passes.items()},
                     max_autotune=result.max_autotune,
                     step_bytes={str(k): asdict(v) for k, v in result.step_bytes.items()},
                     profile=profile.to_dicts(result))
@@ -51,7 +52,7 @@ def bench_table(result: BenchReport, width: int) -> Table:
             f"{result.rounds} interleaved rounds{ranks}"
     tuned = ", tuned by --max-autotune" if result.max_autotune else ""
     title += f"\n(graph mode: {result.mechanism}{tuned})" if width < WIDE or tuned else ""
-    rows = ([str(r.size), r.mode + (f" unstable (spread {r.spread:.2f})" if r.unstable else ""),
+    rows = ([str(r.size), r.mode + (f" unstable ({_why_unstable(r)})" if r.unstable else ""),
              r.mechanism, short(r.step_median_us, 1, 1000),
              short(r.step_p90_us, 1, 1000), short(r.host_us, 1, 1000),
              short(r.device_us, 1, 1000), num(r.launches, "d"), _speedup(r)]
@@ -66,11 +67,27 @@ def _speedup(row: BenchRow) -> str:
     return f"{times(row.speedup_vs_eager)} ±{(row.speedup_ci[1] - row.speedup_ci[0]) / 2:.2f}"
 
 
+def _why_unstable(row: BenchRow) -> str:
+    """`spread 1.42` (its rounds' p90 over their median) or `±9%` (its speedup's interval)."""
+    if row.spread > UNSTABLE_SPREAD or row.speedup_vs_eager is None or row.speedup_ci is None:
+        return f"spread {row.spread:.2f}"
+    return f"±{ci_half_width(row.speedup_vs_eager, row.speedup_ci):.0%}"
+
+
+def _unstable_line(row: BenchRow, rounds: int) -> str:
+    if row.spread > UNSTABLE_SPREAD or row.speedup_vs_eager is None or row.speedup_ci is None:
+        why = f"its p90 {row.spread:.2f}x its median over {rounds} rounds (past " \
+              f"{UNSTABLE_SPREAD}"
+    else:
+        why = f"its speedup's 95% interval is ±" \
+              f"{ci_half_width(row.speedup_vs_eager, row.speedup_ci):.1%} over {rounds} " \
+              f"rounds (past ±{UNSTABLE_CI:.0%}"
+    return f"size {row.size} {row.mode}: unstable, {why}, rounds extended within --max-time): " \
+           "trust its ratios less, or rerun on a quieter machine"
+
+
 def bench_lines(result: BenchReport) -> list[str]:
-    lines = [f"size {r.size} {r.mode}: unstable, its p90 {r.spread:.2f}x its median over "
-             f"{result.rounds} rounds (past {UNSTABLE_SPREAD}, rounds extended within "
-             "--max-time): trust its ratios less, or rerun on a quieter machine"
-             for r in result.rows if r.unstable]
+    lines = [_unstable_line(r, result.rounds) for r in result.rows if r.unstable]
     what = "step time" if result.device == "cpu" else "host time per step"
     for size, share in result.host_overhead_removed().items():
         lines.append(f"size {size}: graph replay ({result.mechanism}) removed {share:.0%} of "
@@ -93,11 +110,14 @@ def floor_lines(result: BenchReport) -> list[str]:
     """Per size, the bytes a step must move and each mode's time over that floor."""
     lines = []
     for size, b in result.step_bytes.items():
+        if size not in result.read_gbps:
+            continue
         over = ", ".join(f"{r.mode} {r.over_floor:.1f}x" for r in result.rows
                          if r.size == size and r.over_floor is not None)
         gbps = result.read_gbps[size]
         lines.append(f"size {size}: a step moves {b.total / 2**20:.1f} MiB (weights "
                      f"{b.params_bytes / 2**20:.1f}, inputs {b.inputs_bytes / 2**20:.1f}, "
                      f"written {b.written_bytes / 2**20:.2f}): floor {b.total / gbps / 1e3:.0f} "
-                     f"µs at {gbps:.1f} GB/s (a read pass over as many bytes); {over}")
+                     f"µs at {gbps:.1f} GB/s (the fastest of {result.floor_passes[size]} read "
+                     f"passes over as many bytes, between the modes' rounds); {over}")
     return lines

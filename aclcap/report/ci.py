@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from aclcap.report.lint import github_command
 from aclcap.status import FAILING, Status
@@ -103,3 +104,13 @@ def _document(suite: ET.Element) -> str:
     root.append(suite)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write(annotations: list[str], junit: str, github_to: TextIO | None,
+          junit_xml: Path | None) -> None:
+    """`--format github` (workflow commands on `github_to`) and `--junit-xml`, as both
+    commands write them."""
+    if github_to is not None:
+        github_to.writelines(line + "\n" for line in annotations)
+    if junit_xml is not None:
+        junit_xml.write_text(junit)
