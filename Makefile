@@ -28,8 +28,14 @@ run: build
 lint: install
 	$(BIN)/ruff check aclcap aclcap_ops tests scripts examples
 
+# Two pytest workers, a test file each at a time (its module fixtures stay in one worker),
+# then the timing tests (markers perf and slow) alone, so no other test's load skews them.
+# One AOTI cache for both runs: an artifact compiled by one test is found by the others.
 test: build lint
-	$(BIN)/python -m pytest --durations=15
+	export ACLCAP_CACHE_DIR=$$(mktemp -d -t aclcap-test-cache-XXXXXX) && \
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not perf and not slow" --durations=15 && \
+	$(BIN)/python -m pytest -m "perf or slow" --durations=5; \
+	status=$$?; rm -rf "$$ACLCAP_CACHE_DIR"; exit $$status
 
 clean:
 	rm -rf build

@@ -23,6 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
         import tempfile
 
         os.environ["ACLCAP_CACHE_DIR"] = tempfile.mkdtemp(prefix="aclcap-test-cache-")
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+        # Two workers compiling the same graph at once write the same files of Inductor's
+        # cache (its keys are the graph's hash): each worker, and what it starts, gets its own.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+            os.environ["ACLCAP_CACHE_DIR"], f"inductor-{worker}")
 BADOPS = ROOT / "tests" / "fixtures" / "badops.py"
 
 
