@@ -122,8 +122,8 @@ class AotiBackend:
         return replace(self.facts, compile_backend=str(self.compile_backend),
                        inductor_configs=self.options.inductor_configs())
 
-    def _artifact(self, exported: torch.export.ExportedProgram, spec: ModelSpec
-                  ) -> tuple[Any, Path, dict[str, Any]]:
+    def artifact(self, exported: torch.export.ExportedProgram, spec: ModelSpec
+                 ) -> tuple[Any, Path, dict[str, Any]]:
         """The compiled artifact of one exported program: from the cache, or compiled (the
         slow part); a corrupt cached artifact is rebuilt with a note."""
         key = program_key(exported, spec, self.options.cache_factors())
@@ -140,9 +140,7 @@ class AotiBackend:
         if runner is None:
             self._compile(exported, artifact)
             runner = load_artifact(artifact)
-        facts.update(artifact=str(artifact), artifact_bytes=artifact.stat().st_size,
-                     cache_hit=hit)
-        return runner, artifact, facts
+        return runner, artifact, {**facts, **_artifact_facts(artifact, hit)}
 
     def _compile(self, exported: torch.export.ExportedProgram, target: Path) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -169,11 +167,8 @@ class AotiBackend:
         artifacts: list[dict[str, Any]] = []
         if loaded is not None:
             self.phases_s["export"] = 0.0
-            for size_range, _, artifact in loaded:
-                artifacts.append({"range": size_range.label(),
-                                  "sizes": [s for s in sizes if size_range.covers(s)],
-                                  "artifact": str(artifact),
-                                  "artifact_bytes": artifact.stat().st_size, "cache_hit": True})
+            artifacts = [_range_facts(size_range, sizes, _artifact_facts(artifact, hit=True))
+                         for size_range, _, artifact in loaded]
         else:
             try:
                 ranges = export_ranges(step.model, step.inputs, step.dims, sizes)
@@ -182,9 +177,8 @@ class AotiBackend:
             self.phases_s["export"] = round(time.perf_counter() - start, 3)
             loaded = []
             for size_range in ranges:
-                runner, artifact, facts = self._artifact(size_range.program, step.spec)
-                covered = [s for s in sizes if size_range.covers(s)]
-                artifacts.append({"range": size_range.label(), "sizes": covered, **facts})
+                runner, artifact, facts = self.artifact(size_range.program, step.spec)
+                artifacts.append(_range_facts(size_range, sizes, facts))
                 loaded.append((size_range, runner, artifact))
             if index is not None:
                 write_index(index, [(r, artifact) for r, _, artifact in loaded])
@@ -245,6 +239,19 @@ class AotiBackend:
         self.facts.capture_order = [c.size for c in captured]
         self.phases_s["capture"] = round(first_runs, 3)
         return captured
+
+
+def _artifact_facts(artifact: Path, hit: bool) -> dict[str, Any]:
+    """What the report says of one artifact, however it was found."""
+    return {"artifact": str(artifact), "artifact_bytes": artifact.stat().st_size,
+            "cache_hit": hit}
+
+
+def _range_facts(size_range: SizeRange, sizes: list[int], facts: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """One size range's entry of `artifacts`: its label, the sizes it serves, its artifact."""
+    return {"range": size_range.label(), "sizes": [s for s in sizes if size_range.covers(s)],
+            **facts}
 
 
 def load_artifact(path: Path) -> Any:

@@ -129,7 +129,7 @@ class PiecewiseAotiBackend:
         except Exception as exc:
             raise CaptureError(f"piecewise: torch.export of piece {piece.index} failed: "
                                f"{first_line(exc)}") from exc
-        runner, _, facts = self.aoti._artifact(exported, self._step.spec)
+        runner, _, facts = self.aoti.artifact(exported, self._step.spec)
         self.artifacts.append({"piece": piece.index, **facts})
         self.phases_s["compile_or_load"] = round(
             self.phases_s.get("compile_or_load", 0.0) + time.perf_counter() - t0, 3)
