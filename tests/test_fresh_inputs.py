@@ -38,5 +38,6 @@ def test_inputs_differing_anywhere_are_fresh():
     def counter(size: int) -> tuple:  # the second input changes, the first never does
         return torch.zeros(size), torch.full((size,), float(next(calls)))
 
-    assert inputs_are_fresh(counter, 3)
-    assert not inputs_are_fresh(lambda size: (torch.zeros(size), torch.ones(size, 2)), 3)
+    assert inputs_are_fresh(counter(3), counter(3))
+    same = lambda size: (torch.zeros(size), torch.ones(size, 2))  # noqa: E731
+    assert not inputs_are_fresh(same(3), same(3))

@@ -6,8 +6,6 @@ warning on the row, JSON `fresh_inputs: false`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 STALE_INPUTS = ("make_inputs returned the same values twice: replays used the capture's own "
@@ -15,9 +13,9 @@ STALE_INPUTS = ("make_inputs returned the same values twice: replays used the ca
                 "an unseeded generator")
 
 
-def inputs_are_fresh(inputs: Callable[[int], tuple], size: int) -> bool:
-    """Whether two calls of `inputs(size)` differ in any value (or in their structure)."""
-    first, second = inputs(size), inputs(size)
+def inputs_are_fresh(first: tuple, second: tuple) -> bool:
+    """Whether two calls of make_inputs at one size differ in any value (or in their
+    structure). Capture compares the draws its replays use, before they run."""
     return len(first) != len(second) or any(
         a.shape != b.shape or a.dtype != b.dtype or not torch.equal(a, b)
         for a, b in zip(first, second, strict=True))

@@ -104,17 +104,24 @@ def failed_rows(sizes: list[int], mechanism: str, reasons: list[str]) -> list[Ca
             for s in sizes]
 
 
-def _fresh(row: CaptureRow, step: StepContext) -> CaptureRow:
-    row.fresh_inputs = inputs_are_fresh(step.inputs, row.size)
-    row.warnings += [] if row.fresh_inputs else [STALE_INPUTS]
+def _draws(step: StepContext, size: int) -> tuple[list[tuple], bool]:
+    """REPLAYS calls of make_inputs(size), and whether they differ (compared before any
+    replay or eager step can mutate them)."""
+    draws = [step.inputs(size) for _ in range(REPLAYS)]
+    return draws, inputs_are_fresh(draws[0], draws[1])
+
+
+def _fresh(row: CaptureRow, fresh: bool) -> CaptureRow:
+    row.fresh_inputs = fresh
+    row.warnings += [] if fresh else [STALE_INPUTS]
     return row
 
 
 def _replay_row(step: StepContext, cap: Captured, mechanism: str) -> CaptureRow:
     """REPLAYS replays on different fresh inputs; says so when only the first (or only a
     later) one differs: state that is stale at first replay, or leaks between replays."""
-    checks = [replay_check(step, cap, step.inputs(cap.size), step.spec.logits)
-              for _ in range(REPLAYS)]
+    draws, fresh = _draws(step, cap.size)
+    checks = [replay_check(step, cap, args, step.spec.logits) for args in draws]
     reasons = [f"replay {i + 1}: {reason}" for i, c in enumerate(checks) for reason in c.reasons]
     bad = [not c.ok for c in checks]
     if bad[0] and not any(bad[1:]):
@@ -128,19 +135,20 @@ def _replay_row(step: StepContext, cap: Captured, mechanism: str) -> CaptureRow:
         max(c.comparison.max_rel_err for c in checks),
         Status.FAIL if any(bad) else Status.PASS, reasons, replays=REPLAYS,
         token_agreement=min(lp.token_agreement for lp in lps) if lps else None,
-        max_logprob_err=max(lp.max_logprob_err for lp in lps) if lps else None), step)
+        max_logprob_err=max(lp.max_logprob_err for lp in lps) if lps else None), fresh)
 
 
 def _pad_rows(step: StepContext, captured: dict[int, Captured], mechanism: str
               ) -> list[CaptureRow]:
     rows = []
     for size, target in padded_sizes(list(captured)).items():
-        check = replay_check(step, captured[target], step.inputs(size))
+        draws, fresh = _draws(step, size)
+        check = replay_check(step, captured[target], draws[0])
         rows.append(_fresh(CaptureRow(size, mechanism, None, None,
                                       check.comparison.max_abs_err,
                                       check.comparison.max_rel_err,
                                       Status.PASS if check.ok else Status.FAIL, check.reasons,
-                                      padded_to=target), step))
+                                      padded_to=target), fresh))
     return rows
 
 
