@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aclcap.status import FAILING, Status
-
-_SKIPPED = frozenset({Status.NOT_EXERCISED, Status.UNVERIFIED})
+from aclcap.status import FAILING, NOT_RUN, Status
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,7 +41,7 @@ class MetaItem(pytest.Item):
         reasons = self.row["reasons"]
         if status in FAILING:
             pytest.fail(f"{self.row['op']} {status}:\n" + "\n".join(reasons), pytrace=False)
-        if status in _SKIPPED:
+        if status in NOT_RUN:
             pytest.skip(f"{status}: {'; '.join(reasons) or 'no samples'}")
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from aclcap.report.lint import github_command
-from aclcap.status import FAILING, Status
+from aclcap.status import FAILING, NOT_RUN, Status
 
 if TYPE_CHECKING:
     from aclcap.capture.run import CaptureReport, CaptureRow
     from aclcap.meta.runner import MetaReport
 
 _SITE = re.compile(r"\((?P<file>[^()]+?):(?P<line>\d+)\)")
-_SKIPPED = frozenset({Status.NOT_EXERCISED, Status.UNVERIFIED})
 
 
 def registration_site(meta_source: str) -> tuple[str, int] | None:
@@ -44,7 +43,7 @@ def check_meta_junit(report: MetaReport) -> str:
     """A JUnit XML document: a testcase per op, failing ops a failure with the reasons,
     ops not exercised (or a C++ composite no sample ran) skipped with why."""
     failures = sum(r.status in FAILING for r in report.results)
-    skipped = sum(r.status in _SKIPPED for r in report.results)
+    skipped = sum(r.status in NOT_RUN for r in report.results)
     suite = ET.Element("testsuite", name="aclcap check-meta", tests=str(len(report.results)),
                        failures=str(failures), errors="0", skipped=str(skipped))
     for row in report.results:
@@ -55,7 +54,7 @@ def check_meta_junit(report: MetaReport) -> str:
             failure = ET.SubElement(case, "failure", type=str(row.status),
                                     message=reasons[0] if reasons else str(row.status))
             failure.text = "\n".join(reasons)
-        elif row.status in _SKIPPED:
+        elif row.status in NOT_RUN:
             ET.SubElement(case, "skipped", message="; ".join(reasons) or str(row.status))
     return _document(suite)
 
