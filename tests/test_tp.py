@@ -5,6 +5,7 @@ and no rank process outlives a run."""
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 from pathlib import Path
 
@@ -153,3 +154,11 @@ def test_ranks_busy_in_their_own_work_are_a_timeout_not_a_deadlock(tmp_path):
     stuck = _diagnosis(tmp_path, 2, 120, None)
     assert stuck.startswith("deadlock: no rank progress within --timeout 120 s"), stuck
     assert "rank 1 waits in all_reduce (distributed_c10d.py)" in stuck
+    # one rank waits for the others' results (not in a collective), the other raised
+    (tmp_path / "rank0.stack").write_text(
+        'Thread 0x1 (most recent call first):\n'
+        '  File "/x/aclcap/graph/distributed.py", line 9 in exchange\n')
+    (tmp_path / "rank1.result").write_bytes(pickle.dumps(("capture", "Connection reset")))
+    peer = _diagnosis(tmp_path, 2, 120, None)
+    assert peer.startswith("deadlock: no rank progress within --timeout 120 s"), peer
+    assert "rank 0 waits for the other ranks" in peer and "rank 1 raised" in peer

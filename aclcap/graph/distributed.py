@@ -199,7 +199,7 @@ def _stuck_at(stack_text: str, model_file: Path | None) -> str | None:
 
 def _diagnosis(workdir: Path, nproc: int, timeout: float, model_file: Path | None) -> str:
     parts = []
-    in_collective = False
+    on_peer = False  # a rank that waits for another, or raised: not slow work of its own
     for rank in range(nproc):
         stack = workdir / f"rank{rank}.stack"
         phase = workdir / f"rank{rank}.phase"
@@ -210,12 +210,13 @@ def _diagnosis(workdir: Path, nproc: int, timeout: float, model_file: Path | Non
             kind, value = pickle.loads(result.read_bytes())
             parts.append(f"rank {rank} finished" if kind == "ok" else
                          f"rank {rank} raised {str(value).splitlines()[0][:160]}")
+            on_peer |= kind != "ok"
         elif where := _stuck_at(text, model_file):
-            in_collective |= where.startswith("waits in ")
+            on_peer |= where.startswith("waits ")
             parts.append(f"rank {rank} {where}{doing}")
         else:
             parts.append(f"rank {rank} made no progress{doing}")
-    if not in_collective:  # every rank is busy in its own work: slow, not stuck on a peer
+    if not on_peer:  # every rank is busy in its own work: slow, not stuck on a peer
         return (f"timeout: no rank progress within --timeout {timeout:g} s, and no rank waits "
                 "in a collective: " + "; ".join(parts)
                 + " (a phase slower than the timeout, not a deadlock: raise --timeout)")
