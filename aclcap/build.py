@@ -103,18 +103,22 @@ def default_build_dir() -> Path:
 
 @dataclass(frozen=True)
 class CpuVariant:
-    """One build of the C++ sources: its folder under the build dir, library name, defines."""
+    """One build of the C++ sources: its folder under the build dir, library name, defines,
+    and the sources its defines change (None: all). The others are linked from the default
+    build's objects instead of compiled again: the kernels are the long part of a build."""
 
     subdir: str
     name: str
     defines: tuple[str, ...] = ()
+    recompiled: tuple[str, ...] | None = None
 
 
 DEFAULT_CPU = CpuVariant("cpu", CPU_LIBRARY_NAME)
 # The kernels without their C++ Meta registrations (registration.cpp's ACLCAP_NO_META), in
 # a folder of their own: the bundled library as one that ships no meta impls, which tests
 # of check-meta --synthesize load (aclcap_ops.nometa) to regenerate them.
-NO_META_CPU = CpuVariant("cpu-nometa", f"{CPU_LIBRARY_NAME}_nometa", ("-DACLCAP_NO_META",))
+NO_META_CPU = CpuVariant("cpu-nometa", f"{CPU_LIBRARY_NAME}_nometa", ("-DACLCAP_NO_META",),
+                         ("registration.cpp",))
 
 
 def _cpu_sources(src: Path) -> list[Path]:
@@ -168,7 +172,7 @@ def _first_errors(log: str, limit: int = 6) -> str:
 
 
 def compile_library(name: str, sources: list[Path], out_dir: Path, flags: list[str],
-                    verbose: bool = False) -> Path:
+                    verbose: bool = False, objects: list[Path] | None = None) -> Path:
     """Compile C++ sources into `out_dir/name.so` with torch.utils.cpp_extension and ninja
     (incremental); a compile error raises BuildError with the compiler's first error lines.
     The bundled library and the Meta kernels check-meta --synthesize-cpp emits both use it."""
@@ -180,6 +184,7 @@ def compile_library(name: str, sources: list[Path], out_dir: Path, flags: list[s
             name=name,
             sources=[str(p) for p in sources],
             extra_cflags=flags,
+            extra_ldflags=[str(o) for o in objects or []],  # linked in, not compiled
             build_directory=str(out_dir),
             is_python_module=False,
             verbose=verbose,
@@ -190,8 +195,18 @@ def compile_library(name: str, sources: list[Path], out_dir: Path, flags: list[s
 
 
 def _compile_cpu(src: Path, build_dir: Path, verbose: bool, variant: CpuVariant) -> Path:
-    compile_library(variant.name, _cpu_sources(src), build_dir / variant.subdir,
-                    compile_flags() + list(variant.defines), verbose)
+    sources, objects = _cpu_sources(src), []
+    if variant.recompiled is not None:
+        if cpu_library_path(build_dir, variant).exists():  # ninja cannot see the objects
+            cpu_library_path(build_dir, variant).unlink()  # change: relink it
+        base = build(build_dir, src=src)
+        if base.targets[0].status == Status.FAIL:
+            raise BuildError(base.targets[0].reason)
+        objects = [build_dir / DEFAULT_CPU.subdir / f"{p.stem}.o" for p in sources
+                   if p.name not in variant.recompiled]
+        sources = [p for p in sources if p.name in variant.recompiled]
+    compile_library(variant.name, sources, build_dir / variant.subdir,
+                    compile_flags() + list(variant.defines), verbose, objects)
     return cpu_library_path(build_dir, variant)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from aclcap.bench.baseline import regressions, undecided
-from aclcap.bench.run import BenchRow, set_speedups
+from aclcap.bench.run import BenchRow, judge_rows
 from aclcap.bench.stats import median_ci
 
 
@@ -30,7 +30,7 @@ def _doc(rounds: dict[tuple[int, str], list[float]]) -> dict:
 
     rows = [BenchRow(size, mode, mode, statistics.median(t), max(t), 0.0, None, None)
             for (size, mode), t in rounds.items()]
-    set_speedups(rows, rounds)
+    judge_rows(rows, rounds)
     return {"results": [r.to_dict() for r in rows]}
 
 
@@ -87,7 +87,7 @@ def _point(doc: dict) -> float:
 
 
 def _spread(values: list[float]) -> float:
-    from aclcap.bench.timing import median_p90
+    from aclcap.bench.stats import median_p90
 
     med, p90 = median_p90(values)
     return p90 / med

@@ -111,7 +111,7 @@ def test_second_run_hits_the_cache(tiny_fp32):
     assert first["cache_hit"] is False and second["cache_hit"] is True
     assert second["compile_s"] < first["compile_s"]
     assert second["artifact"] == first["artifact"]
-    assert "cache hit" in tiny_fp32[1].stderr
+    assert "cache hit" in " ".join(tiny_fp32[1].stderr.split())  # wherever a line wraps
     # the traced graphs name the cached artifact: the warm run does not export at all
     phases = [r.json()["phases_s"] for r in tiny_fp32[:2]]
     assert phases[1]["export"] == 0 < phases[0]["export"]

@@ -190,6 +190,11 @@ except UsageError as exc:
     kernels, error = proc.stdout.splitlines()
     assert kernels == "[] True"  # no Meta kernel on any overload, every CPU kernel there
     assert "already loaded without its meta impls" in error
+    from aclcap.build import NO_META_CPU, cpu_library_path, default_build_dir
+
+    # only the file its define changes is compiled again: the kernels' objects are linked
+    built = cpu_library_path(default_build_dir(), NO_META_CPU).parent
+    assert [p.name for p in built.glob("*.o")] == ["registration.o"]
 
 
 def test_check_meta_on_the_bundled_library_without_metas_reads_missing():

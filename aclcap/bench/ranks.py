@@ -9,9 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from aclcap.bench.options import BenchOptions
-from aclcap.bench.run import BenchReport, run_bench, set_speedups, with_model
-from aclcap.bench.stats import UNSTABLE_SPREAD
-from aclcap.bench.timing import median_p90
+from aclcap.bench.run import BenchReport, judge_rows, run_bench, with_model
+from aclcap.bench.stats import median_p90
 from aclcap.errors import UsageError
 from aclcap.graph.distributed import RankInfo, launch
 
@@ -34,11 +33,10 @@ def merge_ranks(reports: list[BenchReport]) -> BenchReport:
             mine = next(x for x in report.rows if (x.size, x.mode) == key)
             per_rank.append({"rank": rank, "step_median_us": mine.step_median_us,
                              "host_us": mine.host_us, "device_us": mine.device_us})
-        rows.append(replace(row, step_median_us=med, step_p90_us=p90, spread=p90 / med,
-                            unstable=p90 / med > UNSTABLE_SPREAD,
+        rows.append(replace(row, step_median_us=med, step_p90_us=p90,
                             host_us=max(p["host_us"] for p in per_rank), per_rank=per_rank,
                             over_floor=med / row.floor_us if row.floor_us else None))
-    set_speedups(rows, series)
+    judge_rows(rows, series)
     return replace(reports[0], rows=rows, raw={}, ranks=len(reports),
                    interrupted=any(r.interrupted for r in reports))
 

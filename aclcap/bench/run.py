@@ -3,7 +3,6 @@ in rounds in one process so machine drift cancels (README: timing method)."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -16,15 +15,8 @@ from aclcap.bench.floor import ReadFloor, StepBytes, step_bytes
 from aclcap.bench.modes import MODES
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
-from aclcap.bench.stats import UNSTABLE_CI, UNSTABLE_SPREAD, ci_half_width, median_ci
-from aclcap.bench.timing import (
-    BLOCK_S,
-    BlockTime,
-    median_p90,
-    steps_for,
-    time_block,
-    time_settled_steps,
-)
+from aclcap.bench.stats import UNSTABLE_SPREAD, Stability, median_p90, stability
+from aclcap.bench.timing import BLOCK_S, BlockTime, steps_for, time_block, time_settled_steps
 from aclcap.errors import CaptureError, UsageError
 from aclcap.graph.distributed import RankInfo, settle, settle_each_call
 from aclcap.graph.padding import pad_to, padded_sizes
@@ -50,14 +42,18 @@ class BenchRow:
     speedup_vs_eager: float | None = None
     speedup_ci: list[float] | None = None  # bootstrap 95% interval of speedup_vs_eager
     spread: float = 0.0  # p90 / median over rounds
-    # spread past UNSTABLE_SPREAD or speedup_ci past ±UNSTABLE_CI, after extended rounds
-    unstable: bool = False
+    unstable: bool = False  # by Stability.unstable, after extended rounds
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
     floor_us: float | None = None  # the step's bytes at its fastest read pass
     over_floor: float | None = None  # step median / floor
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def stability(self) -> Stability:
+        ci = tuple(self.speedup_ci) if self.speedup_ci and self.mode != "eager" else None
+        return Stability(self.spread, self.speedup_vs_eager if ci else None, ci)
 
 
 @dataclass
@@ -257,9 +253,8 @@ def run_bench(options: BenchOptions,
                                     "inductor" if mode == "compiled" else
                                     "aoti-piecewise" if mode == "piecewise" else
                                     backend.mechanism,
-                                    med, p90, host, dev, launches[(size, mode)],
-                                    spread=p90 / med, unstable=p90 / med > UNSTABLE_SPREAD))
-    set_speedups(report.rows, _step_times(timings))
+                                    med, p90, host, dev, launches[(size, mode)]))
+    judge_rows(report.rows, _step_times(timings))
     set_floors(report, floors)
     return report
 
@@ -270,26 +265,9 @@ def _step_times(timings: dict[tuple[int, str], list[BlockTime]]
 
 
 def unsettled(rounds: dict[tuple[int, str], list[float]]) -> bool:
-    """Whether any (size, mode) would be flagged unstable on the rounds so far: its step
-    times spread past UNSTABLE_SPREAD, or its speedup's interval past UNSTABLE_CI."""
-    for (size, mode), times in rounds.items():
-        if not times:
-            continue
-        med, p90 = median_p90(times)
-        eager = rounds.get((size, "eager"))
-        if p90 / med > UNSTABLE_SPREAD or (mode != "eager" and eager and _ci_too_wide(
-                paired_ratios(eager, times))):
-            return True
-    return False
-
-
-def paired_ratios(eager: list[float], mine: list[float]) -> list[float]:
-    """Eager's time over the mode's, round by round (a round cut short by Ctrl-C drops)."""
-    return [e / m for e, m in zip(eager, mine, strict=False)]
-
-
-def _ci_too_wide(ratios: list[float]) -> bool:
-    return ci_half_width(statistics.median(ratios), median_ci(ratios)) > UNSTABLE_CI
+    """Whether any (size, mode) would be flagged unstable on the rounds so far."""
+    return any(stability(times, rounds.get((size, "eager"))).unstable
+               for (size, mode), times in rounds.items() if times)
 
 
 def run_rounds(one_round: Callable[[int], None], unstable: Callable[[], bool],
@@ -320,17 +298,17 @@ def set_floors(report: BenchReport, floors: dict[int, ReadFloor]) -> None:
             row.over_floor = row.step_median_us / row.floor_us
 
 
-def set_speedups(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]]) -> None:
-    """Each row's speedup over eager at its size: the median of the per-round ratios, so
-    that a round slowed by the machine as a whole (a shared host, another process) slows
-    both sides of its ratio instead of one side of a ratio of medians; with its bootstrap
-    95% interval, so a reader (and --baseline) knows how far to trust it; a row whose
-    interval is wider than ±UNSTABLE_CI is flagged unstable."""
+def judge_rows(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]]) -> None:
+    """Each row's spread, its speedup over eager at its size with the speedup's bootstrap
+    95% interval (so a reader, and --baseline, knows how far to trust it), and whether
+    Stability calls it unstable."""
     for row in rows:
-        eager, mine = rounds.get((row.size, "eager")), rounds.get((row.size, row.mode))
-        if eager and mine:
-            ratios = paired_ratios(eager, mine)
-            row.speedup_vs_eager = statistics.median(ratios)
-            row.speedup_ci = [round(x, 4) for x in median_ci(ratios)]
-            if row.mode != "eager" and _ci_too_wide(ratios):
-                row.unstable = True
+        mine = rounds.get((row.size, row.mode))
+        if not mine:
+            continue
+        judged = stability(mine, rounds.get((row.size, "eager")))
+        row.spread = judged.spread
+        if judged.speedup is not None and judged.speedup_ci is not None:
+            row.speedup_vs_eager = judged.speedup
+            row.speedup_ci = [round(x, 4) for x in judged.speedup_ci]
+        row.unstable = judged.unstable

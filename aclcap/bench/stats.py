@@ -7,6 +7,8 @@ dependency."""
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass
 
 UNSTABLE_SPREAD = 1.25  # p90 / median past which a row's rounds disagree too much to trust
 # A speedup whose 95% interval is wider than this either side of it is unstable: two runs
@@ -14,6 +16,47 @@ UNSTABLE_SPREAD = 1.25  # p90 / median past which a row's rounds disagree too mu
 UNSTABLE_CI = 0.07
 RESAMPLES = 2000
 LEVEL = 0.95
+
+
+def median_p90(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return statistics.median(ordered), p90
+
+
+@dataclass(frozen=True)
+class Stability:
+    """What one (size, mode)'s rounds say about trusting its numbers: the one rule that
+    flags a row unstable, used alike to extend rounds, to flag rows and to say why."""
+
+    spread: float  # p90 / median of its step times over rounds
+    speedup: float | None = None  # median of the per-round ratios eager / this mode
+    speedup_ci: tuple[float, float] | None = None  # bootstrap 95% interval of `speedup`
+
+    @property
+    def wide_spread(self) -> bool:
+        return self.spread > UNSTABLE_SPREAD
+
+    @property
+    def wide_interval(self) -> bool:
+        return self.speedup is not None and self.speedup_ci is not None and \
+            ci_half_width(self.speedup, self.speedup_ci) > UNSTABLE_CI
+
+    @property
+    def unstable(self) -> bool:
+        return self.wide_spread or self.wide_interval
+
+
+def stability(times: list[float], eager: list[float] | None = None) -> Stability:
+    """`times` (one mode's step time per round) judged alone, and against `eager` (the
+    same rounds' eager times) by the median of paired ratios: a round slowed by the
+    machine as a whole slows both sides of its ratio instead of one side of a ratio of
+    medians."""
+    med, p90 = median_p90(times)
+    if not eager:
+        return Stability(p90 / med)
+    ratios = [e / m for e, m in zip(eager, times, strict=False)]  # Ctrl-C: a short round drops
+    return Stability(p90 / med, statistics.median(ratios), median_ci(ratios))
 
 
 def median_ci(values: list[float], seed: int = 0) -> tuple[float, float]:

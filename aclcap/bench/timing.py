@@ -5,7 +5,6 @@ cannot do, so device blocks are timed here by hand."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,9 +65,3 @@ def time_settled_steps(fn: Callable[[], object], steps: int,
         total += time.perf_counter() - t0
     step = total * 1e6 / steps
     return BlockTime(step, step, None)
-
-
-def median_p90(values: list[float]) -> tuple[float, float]:
-    ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-    return statistics.median(ordered), p90

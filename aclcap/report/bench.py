@@ -69,18 +69,20 @@ def _speedup(row: BenchRow) -> str:
 
 def _why_unstable(row: BenchRow) -> str:
     """`spread 1.42` (its rounds' p90 over their median) or `±9%` (its speedup's interval)."""
-    if row.spread > UNSTABLE_SPREAD or row.speedup_vs_eager is None or row.speedup_ci is None:
+    judged = row.stability
+    if judged.wide_spread or not judged.wide_interval:
         return f"spread {row.spread:.2f}"
-    return f"±{ci_half_width(row.speedup_vs_eager, row.speedup_ci):.0%}"
+    return f"±{ci_half_width(judged.speedup, judged.speedup_ci):.0%}"
 
 
 def _unstable_line(row: BenchRow, rounds: int) -> str:
-    if row.spread > UNSTABLE_SPREAD or row.speedup_vs_eager is None or row.speedup_ci is None:
+    judged = row.stability
+    if judged.wide_spread or not judged.wide_interval:
         why = f"its p90 {row.spread:.2f}x its median over {rounds} rounds (past " \
               f"{UNSTABLE_SPREAD}"
     else:
         why = f"its speedup's 95% interval is ±" \
-              f"{ci_half_width(row.speedup_vs_eager, row.speedup_ci):.1%} over {rounds} " \
+              f"{ci_half_width(judged.speedup, judged.speedup_ci):.1%} over {rounds} " \
               f"rounds (past ±{UNSTABLE_CI:.0%}"
     return f"size {row.size} {row.mode}: unstable, {why}, rounds extended within --max-time): " \
            "trust its ratios less, or rerun on a quieter machine"
