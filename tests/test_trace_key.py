@@ -10,6 +10,7 @@ import sys
 
 import torch
 from torch import nn
+from torch.export import Dim
 
 from aclcap.graph.backends.trace_key import trace_key
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
@@ -95,3 +96,32 @@ def test_cpu_capability_enters_the_key_environment():
                              capture_output=True, check=True).stdout
         seen.append(out.strip().splitlines()[-1])
     assert seen == ["DEFAULT", "AVX2"]
+
+
+def test_program_key_follows_a_custom_ops_meta_not_its_kernel():
+    """The artifact calls a custom op's kernel by name when it runs: a rebuilt kernel with
+    the same meta reuses it (a kernel author's edit costs no compile), a changed meta not."""
+    from aclcap.graph.backends.aoti import program_key
+
+    schema = torch.library.Library("aclcap_keytest", "DEF")  # held: it goes when collected
+    schema.define("twice(Tensor x) -> Tensor")
+
+    class CallsIt(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.ops.aclcap_keytest.twice(x) + 1
+
+    def key_with(kernel, meta) -> str:
+        impl = torch.library.Library("aclcap_keytest", "IMPL")
+        impl.impl("twice", kernel, "CPU")
+        impl.impl("twice", meta, "Meta")
+        try:
+            return program_key(torch.export.export(CallsIt(), (torch.randn(4, 8),),
+                                                   dynamic_shapes=({0: Dim("t")},)))
+        finally:
+            impl._destroy()
+
+    base = key_with(lambda x: x * 2, torch.empty_like)
+    assert key_with(lambda x: x + x, torch.empty_like) == base
+    column_major = key_with(lambda x: x * 2, lambda x: x.new_empty(x.shape[::-1]).t())
+    assert column_major != base
+    schema._destroy()

@@ -57,27 +57,56 @@ def _library_fingerprint(spec: ModelSpec) -> str:
     return "|".join(parts)
 
 
-def _environment(spec: ModelSpec, factors: dict[str, Any]) -> list[str]:
+def _toolchain(factors: dict[str, Any]) -> list[str]:
     """What both cache keys hash beside the step itself: the torch and aclcap versions, the
     CPU's vector ISA (an artifact compiled for AVX512 is not loaded on an AVX2 machine
-    sharing the cache: see `load_artifact`), the op libraries and the options'
-    `cache_factors()` (StepOptions.CACHE_IGNORED says why the others stay out)."""
+    sharing the cache: see `load_artifact`) and the options' `cache_factors()`
+    (StepOptions.CACHE_IGNORED says why the others stay out)."""
     return [torch.__version__, aclcap.__version__, torch.backends.cpu.get_cpu_capability(),
-            _library_fingerprint(spec), repr(sorted(factors.items()))]
+            repr(sorted(factors.items()))]
 
 
-def program_key(exported: torch.export.ExportedProgram, spec: ModelSpec,
+def _environment(spec: ModelSpec, factors: dict[str, Any]) -> list[str]:
+    """The trace key's environment: the toolchain and the op libraries' files, which stand
+    in there for the fakes the traced graphs saw (see `_custom_op_calls`)."""
+    return [*_toolchain(factors), _library_fingerprint(spec)]
+
+
+def _fake_facts(value: Any) -> str:
+    """Shape, strides, offset and dtype of a node's fake value(s), symbols as they print."""
+    if isinstance(value, torch.Tensor):
+        return f"{value.dtype}{list(value.shape)}{list(value.stride())}+{value.storage_offset()}"
+    if isinstance(value, list | tuple):
+        return "(" + ",".join(_fake_facts(v) for v in value) + ")"
+    return repr(value)
+
+
+def _custom_op_calls(exported: torch.export.ExportedProgram) -> list[str]:
+    """What the artifact takes from the op libraries: each custom op call's schema and the
+    fake outputs its meta gave. The artifact calls the kernels through the dispatcher by
+    name when it runs, so a rebuilt kernel with the same schema and meta reuses it: a kernel
+    author's edit costs an export, not a compile. (A mutating op sits in a functionalizing
+    higher-order op: it is among that node's arguments.)"""
+    parts = []
+    for node in exported.graph_module.graph.nodes:
+        for op in (node.target, *node.args):
+            if isinstance(op, torch._ops.OpOverload) and op.namespace not in ("aten", "prims"):
+                parts.append(f"{op._schema} -> {_fake_facts(node.meta.get('val'))}")
+    return parts
+
+
+def program_key(exported: torch.export.ExportedProgram,
                 factors: dict[str, Any] | None = None) -> str:
     """A key of what the artifact is compiled from: the exported graph's code, its input
     and output signature and ranges, every weight and constant (shape, dtype and values:
-    AOTI bakes them in) and the `_environment`. Keyed on the model file's text instead, a
-    step that reads an environment variable or a config file would reuse the artifact of
-    another graph."""
+    AOTI bakes them in), its custom op calls and the `_toolchain`. Keyed on the model
+    file's text instead, a step that reads an environment variable or a config file would
+    reuse the artifact of another graph."""
     h = hashlib.sha256()
     tensors = {**exported.state_dict, **exported.constants}
     parts = [exported.graph_module.code, str(exported.call_spec.in_spec),
              str(exported.call_spec.out_spec), str(exported.range_constraints),
-             *_environment(spec, factors or {})]
+             *_toolchain(factors or {}), *_custom_op_calls(exported)]
     parts += [f"{name}:{list(v.shape)}:{v.dtype}:{tensor_digest(v)}"
               for name, v in sorted(tensors.items()) if isinstance(v, torch.Tensor)]
     for part in parts:
@@ -126,7 +155,7 @@ class AotiBackend:
                  ) -> tuple[Any, Path, dict[str, Any]]:
         """The compiled artifact of one exported program: from the cache, or compiled (the
         slow part); a corrupt cached artifact is rebuilt with a note."""
-        key = program_key(exported, spec, self.options.cache_factors())
+        key = program_key(exported, self.options.cache_factors())
         artifact = self.cache_dir / f"{spec.path.stem}-{key}.pt2"
         hit = self.options.use_cache and artifact.exists()
         facts: dict[str, Any] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -197,13 +198,18 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
     done = observe_and_infer(ops, options, namespaces, diff_meta, on_done)
     rules = [s.rule for s in done if s.rule is not None]
     header = f"Op libraries: {', '.join(Path(lib).name for lib in options.libs) or 'none'}."
-    if python_out is not None:
-        python_out.write_text(emit_python(rules, header=header))
-        verify(done, ops, options, namespaces, str(python_out.resolve()), "python", on_done)
+    with ThreadPoolExecutor(1) as pool:  # the compiler runs beside the Python verification
+        if cpp_out is not None:
+            cpp_out.write_text(emit_cpp(rules, header=header))
+            building = pool.submit(build_meta_library, cpp_out,
+                                   default_build_dir() / "synthesized")
+        if python_out is not None:
+            python_out.write_text(emit_python(rules, header=header))
+            verify(done, ops, options, namespaces, str(python_out.resolve()), "python",
+                   on_done)
     if cpp_out is not None:
-        cpp_out.write_text(emit_cpp(rules, header=header))
         try:
-            library = build_meta_library(cpp_out, default_build_dir() / "synthesized")
+            library = building.result()
         except BuildError as exc:
             library = None
             for s in done:
