@@ -29,11 +29,12 @@ lint: install
 	$(BIN)/ruff check aclcap aclcap_ops tests scripts examples
 
 # Two pytest workers, a test file each at a time (its module fixtures stay in one worker),
-# then the timing tests (markers perf and slow) alone, so no other test's load skews them.
+# heaviest files first (tests/conftest.py orders them), then the timing tests (markers perf
+# and slow) alone, so no other test's load skews them.
 # One AOTI cache for both runs: an artifact compiled by one test is found by the others.
 test: build lint
 	export ACLCAP_CACHE_DIR=$$(mktemp -d -t aclcap-test-cache-XXXXXX) && \
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not perf and not slow" --durations=15 && \
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not perf and not slow" --no-loadscope-reorder --durations=15 && \
 	$(BIN)/python -m pytest -m "perf or slow" --durations=5; \
 	status=$$?; rm -rf "$$ACLCAP_CACHE_DIR"; exit $$status
 

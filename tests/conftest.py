@@ -28,6 +28,21 @@ def pytest_configure(config: pytest.Config) -> None:
         # cache (its keys are the graph's hash): each worker, and what it starts, gets its own.
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
             os.environ["ACLCAP_CACHE_DIR"], f"inductor-{worker}")
+
+
+# Test files by their seconds on the 2-core CI machine, heaviest first (the rest follow in
+# their own order). `make test` hands files to its two workers in collection order
+# (--no-loadscope-reorder): a heavy file drawn last would leave the other worker idle for
+# its whole length, and the tests that capture tiny_llama late find its artifact cached.
+HEAVY_FIRST = ("test_synthesize.py", "test_capture.py", "test_synth_emit.py", "test_bench.py",
+               "test_piecewise.py", "test_tp.py", "test_check_meta.py", "test_wheel.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a file
+
+
 BADOPS = ROOT / "tests" / "fixtures" / "badops.py"
 
 

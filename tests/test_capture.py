@@ -3,6 +3,7 @@ backends run only where their device exists (scripts/device_check.sh on a lent G
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -21,11 +22,12 @@ def capture(*args: str, **env: str):
 
 
 @pytest.fixture(scope="module")
-def tiny_fp32(tmp_path_factory):
-    """The first run compiles into an empty cache; the second must find the artifact."""
-    cache = str(tmp_path_factory.mktemp("aoti-cache"))
+def tiny_fp32():
+    """The first run compiles (--no-cache: whatever the session's cache holds), the second
+    must find the artifact; the tests that capture tiny_llama later find it too."""
+    cache = os.environ["ACLCAP_CACHE_DIR"]
     args = (TINY, "--shapes", "1,2,4", "--device", "cpu")
-    return capture(*args, ACLCAP_CACHE_DIR=cache), capture(*args, ACLCAP_CACHE_DIR=cache), cache
+    return capture(*args, "--no-cache"), capture(*args), cache
 
 
 def test_tiny_llama_float32_matches_eager(tiny_fp32):
