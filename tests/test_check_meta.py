@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import aclcap_ops
+from aclcap.meta.runner import worker_count
 from tests.conftest import BADOPS, aclcap, aclcap_process
 
 
@@ -30,6 +31,14 @@ def test_bundled_library_passes():
     assert all(r["check_s"] > 0 for r in results.values())  # the worker timed each op
     slowest = max(results.values(), key=lambda r: r["check_s"])["op"]
     assert "slowest ops (of " in run.stderr and f": {slowest} " in run.stderr
+    # nine ops on 2 cores or more: two workers side by side, the verdicts as in one
+    assert doc["workers"] == worker_count(9)
+    assert doc["workers"] == 1 or f"s checking in {doc['workers']} workers)" in run.stderr
+
+
+def test_worker_count_gives_each_worker_enough_ops_to_pay_its_start():
+    assert [worker_count(n, cores=2) for n in (0, 1, 7, 8, 9, 60)] == [1, 1, 1, 2, 2, 2]
+    assert worker_count(60, cores=1) == 1 and worker_count(60, cores=16) == 15
 
 
 @pytest.fixture(scope="module")

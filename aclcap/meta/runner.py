@@ -3,7 +3,9 @@ a worker process (worker.py) so that a segfault or a hang costs one op, not the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.registry import MetaKind, OpInfo, list_ops
 from aclcap.status import FAILING, Finding, Severity, Status
 
+OPS_PER_WORKER = 4
 WORKER_START_TIMEOUT_S = 300.0  # importing torch and loading libraries, on a slow CI box
 SUMMARY_ORDER = (Status.PASS, Status.MISSING, Status.FAIL, Status.CRASHED, Status.TIMEOUT,
                  Status.NOT_EXERCISED, Status.UNVERIFIED)
@@ -48,6 +51,7 @@ class MetaReport:
     results: list[MetaResult]
     namespaces: list[str]
     ops: list[OpInfo] = field(default_factory=list)
+    workers: int = 1  # worker processes side by side (worker_count)
 
     def count(self, status: Status) -> int:
         return sum(r.status == status for r in self.results)
@@ -124,15 +128,37 @@ def _model_namespaces(path: str) -> set[str]:
     return added | set(load_libraries(load_model_file(path).op_libraries))
 
 
+def worker_count(ops: int, cores: int | None = None) -> int:
+    """Workers for `ops` ops: one per core, each with OPS_PER_WORKER ops at least, since a
+    worker's start (torch's import, the libraries, any --samples-from model) costs about
+    as much as that many ops' checks."""
+    return max(1, min(cores or os.cpu_count() or 1, ops // OPS_PER_WORKER))
+
+
 def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
                on_done: Callable[[str], None] | None = None, mode: str = "check",
                synthesis: dict | None = None) -> dict[str, _Checked]:
-    """qualname -> outcome for each op, restarting the worker past a crash; `mode` and
-    `synthesis` make it meta synthesis's worker (messages.WorkerRequest)."""
-    results: dict[str, _Checked] = {}
+    """qualname -> outcome for each op, in `worker_count` workers side by side (the ops
+    dealt round-robin), each restarted past a crash; `mode` and `synthesis` make them meta
+    synthesis's workers (messages.WorkerRequest)."""
     device = options.device
     pending = [OpRequest(o.qualname, o.meta_kind, o.meta_source,
                          device if _has_kernel_for(o, device) else "cpu") for o in ops]
+    count = worker_count(len(pending))
+    if count == 1:
+        return _run_worker(pending, options, namespaces, on_done, mode, synthesis)
+    with ThreadPoolExecutor(count) as pool:  # each thread waits on its worker's pipe
+        shares = [pool.submit(_run_worker, pending[i::count], options, namespaces, on_done,
+                              mode, synthesis) for i in range(count)]
+        return {op: got for share in shares for op, got in share.result().items()}
+
+
+def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces: list[str],
+                on_done: Callable[[str], None] | None, mode: str, synthesis: dict | None
+                ) -> dict[str, _Checked]:
+    """One worker's share of the ops, restarting it past a crash."""
+    results: dict[str, _Checked] = {}
+    device = options.device
 
     def blame_all(status: Status, reason: str) -> None:
         for op in pending:
@@ -244,4 +270,4 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
                                   outcome.status, outcome.findings, outcome.sample_count,
                                   outcome.sample_sources, outcome.data_dependent,
                                   outcome.check_s))
-    return MetaReport(results, namespaces, ops)
+    return MetaReport(results, namespaces, ops, worker_count(len(exercised)))

@@ -44,12 +44,13 @@ def to_document(result: MetaReport, device: str, synthesized: SynthesisRun | Non
     rows = result.to_dicts()
     if synthesized is None:
         return document("check-meta", device, rows, namespaces=result.namespaces,
-                        summary=result.counts())
+                        summary=result.counts(), workers=result.workers)
     for row in rows:
         if row["op"] in synthesized.by_op:
             row["synthesis"] = synthesized.by_op[row["op"]].to_dict()
     return document("check-meta", device, rows, namespaces=result.namespaces,
-                    summary=result.counts(), synthesis=synthesized.summary())
+                    summary=result.counts(), workers=result.workers,
+                    synthesis=synthesized.summary())
 
 
 def durations_line(result: MetaReport, count: int = 5) -> str:
@@ -58,7 +59,8 @@ def durations_line(result: MetaReport, count: int = 5) -> str:
     total = sum(r.check_s for r in result.results)
     if not slowest:
         return ""
-    return (f"slowest ops (of {total:.1f} s checking): "
+    workers = f" in {result.workers} workers" if result.workers > 1 else ""
+    return (f"slowest ops (of {total:.1f} s checking{workers}): "
             + ", ".join(f"{r.op} {r.check_s:.1f} s" for r in slowest))
 
 
