@@ -33,7 +33,7 @@ from aclcap.graph.distributed import settle
 from aclcap.graph.export import SizeRange, export_ranges
 from aclcap.graph.options import StepOptions
 from aclcap.graph.step import StepContext
-from aclcap.loading.libraries import BUNDLED
+from aclcap.loading.libraries import BUILTIN_NAMESPACES, BUNDLED
 from aclcap.loading.model_file import ModelSpec
 
 
@@ -90,7 +90,7 @@ def _custom_op_calls(exported: torch.export.ExportedProgram) -> list[str]:
     parts = []
     for node in exported.graph_module.graph.nodes:
         for op in (node.target, *node.args):
-            if isinstance(op, torch._ops.OpOverload) and op.namespace not in ("aten", "prims"):
+            if isinstance(op, torch._ops.OpOverload) and op.namespace not in BUILTIN_NAMESPACES:
                 parts.append(f"{op._schema} -> {_fake_facts(node.meta.get('val'))}")
     return parts
 
