@@ -197,17 +197,32 @@ def compile_library(name: str, sources: list[Path], out_dir: Path, flags: list[s
 def _compile_cpu(src: Path, build_dir: Path, verbose: bool, variant: CpuVariant) -> Path:
     sources, objects = _cpu_sources(src), []
     if variant.recompiled is not None:
-        if cpu_library_path(build_dir, variant).exists():  # ninja cannot see the objects
-            cpu_library_path(build_dir, variant).unlink()  # change: relink it
-        base = build(build_dir, src=src)
-        if base.targets[0].status == Status.FAIL:
-            raise BuildError(base.targets[0].reason)
+        # ninja cannot see the linked objects change: relink it
+        cpu_library_path(build_dir, variant).unlink(missing_ok=True)
+        base = _cpu_target(src, build_dir, verbose, DEFAULT_CPU)
+        if base.status == Status.FAIL:
+            raise BuildError(base.reason)
         objects = [build_dir / DEFAULT_CPU.subdir / f"{p.stem}.o" for p in sources
                    if p.name not in variant.recompiled]
         sources = [p for p in sources if p.name in variant.recompiled]
     compile_library(variant.name, sources, build_dir / variant.subdir,
                     compile_flags() + list(variant.defines), verbose, objects)
     return cpu_library_path(build_dir, variant)
+
+
+def _cpu_target(src: Path, build_dir: Path, verbose: bool, variant: CpuVariant) -> Target:
+    """One CPU build, found up to date by its stamp or compiled and stamped."""
+    start = time.perf_counter()
+    key = _cpu_key(src, variant)
+    if _cpu_up_to_date(build_dir, key, variant):
+        return Target("cpu", Status.UP_TO_DATE, time.perf_counter() - start,
+                      str(cpu_library_path(build_dir, variant)), "up to date")
+    try:
+        lib = _compile_cpu(src, build_dir, verbose, variant)
+    except BuildError as exc:
+        return Target("cpu", Status.FAIL, time.perf_counter() - start, None, str(exc))
+    _stamp(build_dir / variant.subdir).write_text(json.dumps({"key": key}))
+    return Target("cpu", Status.BUILT, time.perf_counter() - start, str(lib))
 
 
 class BuildError(Exception):
@@ -257,21 +272,7 @@ def build(
 
     if on_target:
         on_target("cpu")
-    start = time.perf_counter()
-    key = _cpu_key(src, variant)
-    if _cpu_up_to_date(build_dir, key, variant):
-        report.targets.append(Target("cpu", Status.UP_TO_DATE, time.perf_counter() - start,
-                                     str(cpu_library_path(build_dir, variant)), "up to date"))
-    else:
-        try:
-            lib = _compile_cpu(src, build_dir, verbose, variant)
-            _stamp(build_dir / variant.subdir).write_text(json.dumps({"key": key}))
-            report.targets.append(Target("cpu", Status.BUILT, time.perf_counter() - start,
-                                         str(lib)))
-        except BuildError as exc:
-            report.targets.append(Target("cpu", Status.FAIL, time.perf_counter() - start, None,
-                                         str(exc)))
-
+    report.targets.append(_cpu_target(src, build_dir, verbose, variant))
     for name, why in (("cuda", _cuda_skip_reason()), ("npu", _npu_skip_reason())):
         report.targets.append(Target(name, Status.SKIPPED, 0.0, None, why))
     return report
