@@ -52,8 +52,10 @@ class BenchRow:
 
     @property
     def stability(self) -> Stability:
-        ci = tuple(self.speedup_ci) if self.speedup_ci and self.mode != "eager" else None
-        return Stability(self.spread, self.speedup_vs_eager if ci else None, ci)
+        """The judgement judge_rows made, from the row's own numbers (an eager row's
+        speedup is 1 with an interval of [1, 1]: never wide)."""
+        return Stability(self.spread, self.speedup_vs_eager,
+                         tuple(self.speedup_ci) if self.speedup_ci else None)
 
 
 @dataclass

@@ -46,6 +46,11 @@ class Stability:
     def unstable(self) -> bool:
         return self.wide_spread or self.wide_interval
 
+    @property
+    def blames_interval(self) -> bool:
+        """Flagged by its speedup's interval alone: a wide spread is the reason named first."""
+        return self.wide_interval and not self.wide_spread
+
 
 def stability(times: list[float], eager: list[float] | None = None) -> Stability:
     """`times` (one mode's step time per round) judged alone, and against `eager` (the

@@ -70,14 +70,14 @@ def _speedup(row: BenchRow) -> str:
 def _why_unstable(row: BenchRow) -> str:
     """`spread 1.42` (its rounds' p90 over their median) or `±9%` (its speedup's interval)."""
     judged = row.stability
-    if judged.wide_spread or not judged.wide_interval:
+    if not judged.blames_interval:
         return f"spread {row.spread:.2f}"
     return f"±{ci_half_width(judged.speedup, judged.speedup_ci):.0%}"
 
 
 def _unstable_line(row: BenchRow, rounds: int) -> str:
     judged = row.stability
-    if judged.wide_spread or not judged.wide_interval:
+    if not judged.blames_interval:
         why = f"its p90 {row.spread:.2f}x its median over {rounds} rounds (past " \
               f"{UNSTABLE_SPREAD}"
     else:
