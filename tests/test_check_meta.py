@@ -31,7 +31,7 @@ def test_bundled_library_passes():
     assert all(r["check_s"] > 0 for r in results.values())  # the worker timed each op
     slowest = max(results.values(), key=lambda r: r["check_s"])["op"]
     assert "slowest ops (of " in run.stderr and f": {slowest} " in run.stderr
-    # nine ops on 2 cores or more: two workers side by side, the verdicts as in one
+    # nine ops on 2 cores or more: two workers side by side
     assert doc["workers"] == worker_count(9)
     assert doc["workers"] == 1 or f"s checking in {doc['workers']} workers)" in run.stderr
 
