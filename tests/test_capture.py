@@ -219,6 +219,13 @@ def test_cache_follows_the_exported_program_not_the_file(tmp_path):
     assert one.json()["backend"]["artifact"] != two.json()["backend"]["artifact"]
     assert two.json()["backend"]["cache_hit"] is False
     assert again.json()["backend"]["cache_hit"] is True
+    copy = tmp_path / "renamed_copy.py"  # the same program from another file: no compile
+    copy.write_text(Path(model).read_text())
+    renamed = capture(str(copy), "--device", "cpu", ACLCAP_CACHE_DIR=cache,
+                      ACLCAP_TEST_OUTPUTS="2")
+    assert renamed.code == 0, renamed.stderr
+    assert renamed.json()["backend"]["cache_hit"] is True
+    assert renamed.json()["backend"]["artifact"] == two.json()["backend"]["artifact"]
 
 
 def _gemm_templates(artifact: str) -> int:

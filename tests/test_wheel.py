@@ -85,8 +85,8 @@ def test_installed_wheel_works_outside_the_checkout(venv, tmp_path):
     assert meta.returncode == 0, meta.stderr
     assert "9 ops: 9 pass" in meta.stdout
     assert "Failed to initialize NumPy" not in meta.stderr
-    # a copy outside the checkout; its name keeps the session's cached artifact of the same
-    # exported program (the cache names artifacts by model file), so no compile is repeated
+    # a copy outside the checkout: the session's cached artifact of the same exported
+    # program serves it (the cache finds artifacts by program), so no compile is repeated
     shutil.copy(ROOT / "examples" / "tiny_llama.py", tmp_path / "tiny_llama.py")
     capture = _run(venv, tmp_path, "capture", "tiny_llama.py", "--device", "cpu", "--shapes",
                    "1,2")

@@ -146,6 +146,9 @@ class AotiBackend:
         self.options = options
         self.facts = BackendSummary()
         self.phases_s: dict[str, float] = {}
+        # Artifacts this run has compiled or loaded, by program key: a program met again
+        # (the pieces of identical layers) reuses its artifact, even under --no-cache.
+        self._compiled: dict[str, Path] = {}
 
     def summary(self) -> BackendSummary:
         return replace(self.facts, compile_backend=str(self.compile_backend),
@@ -156,8 +159,8 @@ class AotiBackend:
         """The compiled artifact of one exported program: from the cache, or compiled (the
         slow part); a corrupt cached artifact is rebuilt with a note."""
         key = program_key(exported, self.options.cache_factors())
-        artifact = self.cache_dir / f"{spec.path.stem}-{key}.pt2"
-        hit = self.options.use_cache and artifact.exists()
+        artifact = self._compiled.get(key) or self._cached(key, spec.path.stem)
+        hit = (self.options.use_cache or key in self._compiled) and artifact.exists()
         facts: dict[str, Any] = {}
         runner = None
         if hit:
@@ -169,7 +172,14 @@ class AotiBackend:
         if runner is None:
             self._compile(exported, artifact)
             runner = load_artifact(artifact)
+        self._compiled[key] = artifact
         return runner, artifact, {**facts, **_artifact_facts(artifact, hit)}
+
+    def _cached(self, key: str, stem: str) -> Path:
+        """The artifact of `key` compiled for any model file (the key is the program's, so a
+        copied or renamed model file reuses it), else a new one named for this model."""
+        found = sorted(self.cache_dir.glob(f"*-{key}.pt2"))
+        return found[0] if found else self.cache_dir / f"{stem}-{key}.pt2"
 
     def _compile(self, exported: torch.export.ExportedProgram, target: Path) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
