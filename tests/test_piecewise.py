@@ -46,6 +46,11 @@ def test_tiny_llama_piecewise_matches_eager_with_layers_plus_one_graphs_per_size
     assert split["op"] == "aclcap::paged_attention" and split["count"] == layers
     assert split["line"] == _line_of(TINY, "ops.paged_attention(")
     assert [p["kind"] for p in pw["pieces"]] == ["graph", "eager"] * layers + ["graph"]
+    # the pieces between two attentions are one graph (each layer's KV cache slice is taken
+    # outside them): the first, one for them all, the last
+    artifacts = [a["artifact"] for a in pw["artifacts"]]
+    assert len(artifacts) == layers + 1 and len(set(artifacts)) == 3
+    assert len(set(artifacts[1:-1])) == 1
     assert "split on: aclcap::paged_attention" in run.stderr
     assert f"{layers + 1} per size, {4 * (layers + 1)} in all" in run.stderr
 

@@ -212,11 +212,61 @@ def split_graph(gm: torch.fx.GraphModule, names: frozenset[str], model_file: Pat
         pieces.append(Piece(len(pieces), node.target, op,
                             node_site(origin, model_file) if origin else None, ops))
         kinds[node.target] = "eager" if op else "graph"
+    views = _hoist_input_views(split, kinds)
     sources = {}
     for node in split.graph.nodes:
         if node.op == "call_module" and kinds[node.target] == "graph":
-            sources[node.target] = [_source(a, kinds) for a in node.args]
+            sources[node.target] = ["input" if a in views else _source(a, kinds)
+                                    for a in node.args]
     return SplitStep(split, pieces, sources)
+
+
+def _is_step_input(node: Any) -> bool:
+    return isinstance(node, torch.fx.Node) and node.op == "placeholder" and \
+        isinstance(_value(node), torch.Tensor) and not isinstance(_value(node), torch.nn.Parameter)
+
+
+def _hoist_input_views(split: torch.fx.GraphModule, kinds: dict[str, str]) -> set[torch.fx.Node]:
+    """A view of a step input with constant arguments (a layer's slice of the KV cache,
+    `k_caches[i]`) is taken by the split step and handed to the graph piece, instead of
+    inside the piece. The pieces of identical layers are then one graph, and one artifact
+    serves them all, as vLLM compiles identical layers once; the view still aliases the
+    step input, so a piece that writes through it writes the input. Returns the views."""
+    views: set[torch.fx.Node] = set()
+    for call in [n for n in split.graph.nodes if n.op == "call_module"]:
+        if kinds[call.target] != "graph":
+            continue
+        sub = getattr(split, call.target)
+        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        outer = dict(zip(placeholders, call.args, strict=True))
+        for node in list(sub.graph.nodes):
+            tensors = node.all_input_nodes
+            if not (_is_view(node) and tensors and all(
+                    t in outer and (_is_step_input(outer[t]) or outer[t] in views)
+                    for t in tensors)):
+                continue
+            with split.graph.inserting_before(call):
+                view = split.graph.create_node(
+                    node.op, node.target, *torch.fx.map_arg((node.args, node.kwargs),
+                                                            outer.__getitem__))
+            view.meta = dict(node.meta)
+            with sub.graph.inserting_after(placeholders[-1]):
+                placeholder = sub.graph.placeholder(f"{node.name}_input")
+            placeholder.meta = dict(node.meta)
+            node.replace_all_uses_with(placeholder)
+            sub.graph.erase_node(node)
+            placeholders.append(placeholder)
+            outer[placeholder] = view
+            views.add(view)
+            call.args = (*call.args, view)
+        kept = [ph for ph in placeholders if ph.users]
+        for ph in placeholders:
+            if not ph.users:
+                sub.graph.erase_node(ph)
+        call.args = tuple(outer[ph] for ph in kept)
+        sub.recompile()
+    split.recompile()
+    return views
 
 
 def _drop_unused_sizes(split: torch.fx.GraphModule) -> None:
