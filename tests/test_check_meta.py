@@ -295,3 +295,37 @@ def test_data_dependent_dims_are_bound_then_compared_exactly():
         "fake impl output 0: dim 0 is data-dependent in [0, 1] but the kernel gives 2"]
     wrong_width.update(max=None)
     assert compare_fake(op, (x,), {}, real).reasons == []
+
+
+ENV_LIBRARY = '''"""One op named after ACLCAP_TEST_OP, read when the library loads."""
+import os
+
+import torch
+
+from aclcap import SampleInput, samples
+
+NAME = os.environ["ACLCAP_TEST_OP"]
+_lib = torch.library.Library(f"aclcap_env_{NAME}", "DEF")
+_lib.define(f"{NAME}(Tensor x) -> Tensor")
+_lib.impl(NAME, lambda x: x * 2, "CPU")
+torch.library.register_fake(f"aclcap_env_{NAME}::{NAME}", lambda x: torch.empty_like(x),
+                            lib=_lib)
+
+
+@samples(f"aclcap_env_{NAME}::{NAME}")
+def _(device, dtype):
+    yield SampleInput((torch.randn(4, 8, device=device, dtype=dtype),))
+'''
+
+
+def test_each_in_process_run_gives_its_workers_its_own_environment(tmp_path):
+    """Workers fork from a server that outlives one in-process run (started by the first,
+    with that run's variables): each run's variables must still reach its workers."""
+    for name in ("first", "second"):
+        lib = tmp_path / f"{name}_lib.py"
+        lib.write_text(ENV_LIBRARY)
+        run = aclcap("check-meta", "--lib", str(lib), "--namespace", f"aclcap_env_{name}",
+                     "--json", "-", ACLCAP_TEST_OP=name)
+        assert run.code == 0, run.stdout + run.stderr
+        [row] = run.json()["results"]
+        assert row["op"] == f"aclcap_env_{name}::{name}.default" and row["status"] == "pass", row

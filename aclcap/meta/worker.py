@@ -1,16 +1,14 @@
 """The worker process of check-meta: loads the op libraries, runs each op's checks and
-reports one JSON line per event on the fd named by ACLCAP_RESULT_FD. A kernel that
-segfaults or hangs takes only this process down; the parent notes it and starts another."""
+reports one JSON event per message on its result pipe. A kernel that segfaults or hangs
+takes only this process down; the parent notes it and starts another."""
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from typing import Any
-
-RESULT_FD_ENV = "ACLCAP_RESULT_FD"
 
 
 def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator[Any]:
@@ -26,8 +24,19 @@ def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator
         yield from make(torch.device(device), dtype)
 
 
-def main() -> None:
-    out = os.fdopen(int(os.environ[RESULT_FD_ENV]), "w", buffering=1)
+def serve(request_json: str, out: Connection, log: str, env: dict[str, str], cwd: str
+          ) -> None:
+    """A worker's life, forked from the worker server (_process.py): its own session (so
+    the parent ends it and whatever it starts at once), its output into `log`, the parent
+    run's environment and directory, then the request."""
+    os.setsid()
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
 
     from aclcap.meta.messages import (
         CheckStart,
@@ -40,10 +49,9 @@ def main() -> None:
     )
 
     def emit(event: Any) -> None:
-        out.write(event_line(event) + "\n")
-        out.flush()
+        out.send_bytes(event_line(event).encode())
 
-    request = WorkerRequest.from_json(sys.stdin.read())
+    request = WorkerRequest.from_json(request_json)
     import torch
 
     from aclcap.errors import first_line
@@ -85,6 +93,3 @@ def main() -> None:
         except Exception as exc:  # a check that raises fails that op, not the run
             emit(Result(op.qualname, Status.FAIL, [Finding(f"check raised {first_line(exc)}")]))
 
-
-if __name__ == "__main__":
-    main()
