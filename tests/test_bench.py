@@ -145,7 +145,7 @@ def test_pad_times_padded_against_exact_sizes():
     from aclcap.bench.run import run_bench
 
     report = run_bench(BenchOptions(model=TINY, shapes=(2, 4), device="cpu", modes=("graph",),
-                                    rounds=5, pad=True))
+                                    rounds=5, pad=True, max_time_s=0.0))
     rows = {(r.size, r.mode): r for r in report.rows}
     assert set(rows) == {(2, "graph"), (3, "graph"), (3, "padded"), (4, "graph")}
     cost = report.padding_cost()
@@ -228,8 +228,8 @@ def test_three_runs_give_overlapping_size1_speedups():
 
 def test_max_autotune_graph_is_named_in_the_title_and_json():
     run = aclcap("bench", str(ROOT / "examples" / "one_linear.py"), "--device", "cpu",
-                 "--shapes", "1", "--modes", "eager,graph", "--rounds", "5", "--max-autotune",
-                 "--json", "-")
+                 "--shapes", "1", "--modes", "eager,graph", "--rounds", "5", "--max-time", "0",
+                 "--max-autotune", "--json", "-")
     assert run.code == 0, run.stderr
     assert run.json()["max_autotune"] is True
     assert "(graph mode: aoti, tuned by --max-autotune)" in run.stderr
@@ -238,7 +238,8 @@ def test_max_autotune_graph_is_named_in_the_title_and_json():
 def test_profile_and_floor_say_where_a_step_goes():
     # its own process: kineto's status lines go to fd 2, which an in-process run never sees
     run = aclcap_process("bench", TINY, "--device", "cpu", "--shapes", "2", "--modes",
-                         "eager,graph", "--rounds", "5", "--profile", "--json", "-")
+                         "eager,graph", "--rounds", "5", "--max-time", "0", "--profile",
+                         "--json", "-")
     assert run.code == 0, run.stderr
     doc = run.json()
     profiles = {p["mode"]: p for p in doc["profile"]}

@@ -219,11 +219,11 @@ def test_harvested_calls_build_time_included_feed_synthesis(tmp_path):
 
 def test_a_crashing_or_hanging_kernel_costs_its_op_only(tmp_path):
     run = aclcap_process("check-meta", "--lib", str(FIXTURES / "badops.py"), "--namespace",
-                         "aclcap_crash", "--timeout", "10", "--synthesize-all", "--synthesize",
+                         "aclcap_crash", "--timeout", "5", "--synthesize-all", "--synthesize",
                          str(tmp_path / "crash.py"), "--json", "-")
     synthesis = _synthesis(run.json())
     assert synthesis["aclcap_crash::hang.default"]["verdict"] == \
-        "not synthesized: timed out (10 s)"
+        "not synthesized: timed out (5 s)"
     assert synthesis["aclcap_crash::segfault.default"]["verdict"] == \
         "not synthesized: crashed (signal 11: SIGSEGV)"
 
