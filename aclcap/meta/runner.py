@@ -130,8 +130,8 @@ def _model_namespaces(path: str) -> set[str]:
 
 def worker_count(ops: int, cores: int | None = None) -> int:
     """Workers for `ops` ops: one per core, each with OPS_PER_WORKER ops at least, since a
-    worker's start (torch's import, the libraries, any --samples-from model) costs about
-    as much as that many ops' checks."""
+    worker's start (the libraries, any --samples-from model's steps, Dynamo's first
+    compile; torch's import is the fork server's, once) costs about that many ops' checks."""
     return max(1, min(cores or os.cpu_count() or 1, ops // OPS_PER_WORKER))
 
 
