@@ -55,8 +55,8 @@ class OpBenchRow:
     shape: tuple[int, ...]  # the op's main input
     bytes_moved: int
     kernel_us: float
-    reference_us: float
-    speedup: float  # reference / kernel (median of per-round ratios)
+    reference_us: float | None  # None: measured without the references (floors only)
+    speedup: float | None  # reference / kernel (median of per-round ratios)
     achieved_gbps: float  # bytes_moved / kernel time
     floor_us: float  # the same-pattern pass over the same tensors, its fastest block
     floor_gbps: float  # bytes_moved / floor time
@@ -395,8 +395,11 @@ def _time_block(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def measure_case(case: OpCase, rounds: int = 5, min_run_time: float = 0.1) -> OpBenchRow:
-    """Time one case in `rounds` rounds of about `min_run_time` each.
+def measure_case(case: OpCase, rounds: int = 5, min_run_time: float = 0.1,
+                 references: bool = True) -> OpBenchRow:
+    """Time one case in `rounds` rounds of about `min_run_time` each; without `references`
+    only the kernel and its floor (the composite references take most of a large case's
+    time: half of the floor test's).
 
     Within a round the functions (floor, kernel, references) take turns block by block,
     each block about 2 ms of calls: on a shared machine whose speed wanders within a tenth
@@ -412,13 +415,11 @@ def measure_case(case: OpCase, rounds: int = 5, min_run_time: float = 0.1) -> Op
     """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
-    fns: dict[str, Callable[[], object]] = {
-        "floor": case.floor,
-        "kernel": case.kernel,
-        "reference": case.reference,
-        **({"fresh_floor": case.fresh_floor} if case.fresh_floor else {}),
-        **case.extra,
-    }
+    fns: dict[str, Callable[[], object]] = {"floor": case.floor, "kernel": case.kernel}
+    if references:
+        fns.update({"reference": case.reference,
+                    **({"fresh_floor": case.fresh_floor} if case.fresh_floor else {}),
+                    **case.extra})
     for name in fns:  # lazy init, first touch of inputs
         case.reset()
         fns[name]()
@@ -457,8 +458,8 @@ def measure_case(case: OpCase, rounds: int = 5, min_run_time: float = 0.1) -> Op
         shape=case.shape,
         bytes_moved=case.bytes_moved,
         kernel_us=t["kernel"] * 1e6,
-        reference_us=t["reference"] * 1e6,
-        speedup=median_ratio("reference", "kernel"),
+        reference_us=t["reference"] * 1e6 if references else None,
+        speedup=median_ratio("reference", "kernel") if references else None,
         achieved_gbps=case.bytes_moved / t["kernel"] / 1e9,
         floor_us=floor * 1e6,
         floor_gbps=case.bytes_moved / floor / 1e9,
@@ -475,8 +476,10 @@ def measure_ops(
     ops: Sequence[str] = CASES,
     min_run_time: float = 0.1,
     on_row: Callable[[OpBenchRow], None] | None = None,
+    references: bool = True,
 ) -> list[OpBenchRow]:
-    """Benchmark `ops` at every (tokens, hidden) size and dtype; one row per measurement.
+    """Benchmark `ops` at every (tokens, hidden) size and dtype; one row per measurement
+    (kernel and floor only, without `references`).
 
     get_masked_input_and_mask takes int64 token ids, so it is measured once per size rather
     than once per dtype. `on_row` sees each row as it is done (for progress output).
@@ -489,7 +492,8 @@ def measure_ops(
                 if i > 0 and op == "get_masked_input_and_mask":
                     continue
                 # One case at a time, so that only its tensors are alive while it is timed.
-                row = measure_case(_BUILDERS[op](tokens, hidden, dtype), rounds, min_run_time)
+                row = measure_case(_BUILDERS[op](tokens, hidden, dtype), rounds, min_run_time,
+                                   references)
                 rows.append(row)
                 if on_row:
                     on_row(row)

@@ -42,6 +42,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ops", nargs="+", choices=opbench.CASES, default=list(opbench.CASES))
     p.add_argument("--min-run-time", type=float, default=0.1,
                    help="seconds per timed measurement (default: %(default)s)")
+    p.add_argument("--floors-only", action="store_true",
+                   help="time each kernel against its floor only, not its eager reference "
+                        "(at large sizes the references take most of the time)")
     return p.parse_args(argv)
 
 
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = opbench.measure_ops(
             args.sizes, dtypes, args.rounds, args.ops, args.min_run_time,
             on_row=lambda r: status.update(f"measured {r.op} {r.dtype} {r.shape}"),
+            references=not args.floors_only,
         )
     for tokens, hidden in args.sizes:
         block = [r for r in rows if r.size == (tokens, hidden)]

@@ -121,6 +121,10 @@ def test_op_microbenchmarks_measure_every_op_against_its_floor(bundled):
     text = console.export_text()
     for r in rows:  # every row's ratio, as measured, in the table
         assert f"{r.kernel_over_floor:.2f}" in text and r.op in text, (r, text)
+    [alone] = opbench.measure_ops([(8, 256)], dtypes=(torch.float32,), rounds=1,
+                                  ops=["rms_norm"], min_run_time=0.01, references=False)
+    assert alone.reference_us is alone.speedup is alone.f_rms_norm_us is None
+    assert alone.kernel_over_floor > 0
 
 
 @pytest.mark.perf
@@ -135,7 +139,7 @@ def test_no_kernel_beats_its_floor(bundled):
     # too: at 2048 tokens its float32 rows fit, and torch's copy_ is the slower pass there)
     def measure() -> dict:
         rows = opbench.measure_ops([(4096, 4096)], dtypes=(torch.float32, torch.bfloat16),
-                                   rounds=3, min_run_time=0.05)
+                                   rounds=3, min_run_time=0.05, references=False)
         return {(r.op, r.dtype): r.kernel_over_floor for r in rows}
 
     assert_median_holds(measure, lambda ratio: ratio >= 0.9, "kernels faster than their floor")
