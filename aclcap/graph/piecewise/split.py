@@ -258,7 +258,6 @@ def _hoist_input_views(split: torch.fx.GraphModule, kinds: dict[str, str]) -> se
             placeholders.append(placeholder)
             outer[placeholder] = view
             views.add(view)
-            call.args = (*call.args, view)
         kept = [ph for ph in placeholders if ph.users]
         for ph in placeholders:
             if not ph.users:
