@@ -42,15 +42,14 @@ def to_document(result: MetaReport, device: str, synthesized: SynthesisRun | Non
     """The check-meta document; with synthesis, each synthesized op's row carries its
     `synthesis` field and the document the run's."""
     rows = result.to_dicts()
-    if synthesized is None:
-        return document("check-meta", device, rows, namespaces=result.namespaces,
-                        summary=result.counts(), workers=result.workers)
-    for row in rows:
-        if row["op"] in synthesized.by_op:
-            row["synthesis"] = synthesized.by_op[row["op"]].to_dict()
+    extra: dict[str, dict] = {}
+    if synthesized is not None:
+        for row in rows:
+            if row["op"] in synthesized.by_op:
+                row["synthesis"] = synthesized.by_op[row["op"]].to_dict()
+        extra["synthesis"] = synthesized.summary()
     return document("check-meta", device, rows, namespaces=result.namespaces,
-                    summary=result.counts(), workers=result.workers,
-                    synthesis=synthesized.summary())
+                    summary=result.counts(), workers=result.workers, **extra)
 
 
 def durations_line(result: MetaReport, count: int = 5) -> str:
