@@ -399,7 +399,7 @@ def measure_case(case: OpCase, rounds: int = 5, min_run_time: float = 0.1,
                  references: bool = True) -> OpBenchRow:
     """Time one case in `rounds` rounds of about `min_run_time` each; without `references`
     only the kernel and its floor (the composite references take most of a large case's
-    time: half of the floor test's).
+    time: two thirds of the floor test's).
 
     Within a round the functions (floor, kernel, references) take turns block by block,
     each block about 2 ms of calls: on a shared machine whose speed wanders within a tenth
