@@ -87,8 +87,7 @@ def test_installed_wheel_works_outside_the_checkout(venv, tmp_path):
     assert "Failed to initialize NumPy" not in meta.stderr
     # a copy outside the checkout: the session's cached artifact of the same exported
     # program serves it (the cache finds artifacts by program), so no compile is repeated
-    shutil.copy(ROOT / "examples" / "tiny_llama.py", tmp_path / "tiny_llama.py")
-    capture = _run(venv, tmp_path, "capture", "tiny_llama.py", "--device", "cpu", "--shapes",
-                   "1,2")
+    shutil.copy(ROOT / "examples" / "tiny_llama.py", tmp_path / "model.py")
+    capture = _run(venv, tmp_path, "capture", "model.py", "--device", "cpu", "--shapes", "1,2")
     assert capture.returncode == 0, capture.stdout + capture.stderr
     assert "mechanism: aoti" in capture.stdout
