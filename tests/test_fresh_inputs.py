@@ -23,9 +23,8 @@ def test_seeded_make_inputs_is_a_warning_not_a_failure(tmp_path):
     assert f"warning: sizes 2, 3, 4: {STALE_INPUTS}" in said
 
 
-def test_unseeded_make_inputs_is_fresh(tmp_path):
-    run = aclcap("capture", str(MODELS / "env_outputs.py"), "--device", "cpu", "--json", "-",
-                 ACLCAP_CACHE_DIR=str(tmp_path))
+def test_unseeded_make_inputs_is_fresh():
+    run = aclcap("capture", str(MODELS / "env_outputs.py"), "--device", "cpu", "--json", "-")
     assert run.code == 0, run.stderr
     for r in run.json()["results"]:
         assert r["fresh_inputs"] is True and r["warnings"] == []

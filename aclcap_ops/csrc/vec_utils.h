@@ -2,8 +2,9 @@
 // float vectors, so that every kernel accumulates in float32 whatever it reads and writes.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 

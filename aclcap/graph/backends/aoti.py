@@ -6,6 +6,7 @@ cached on disk under a key of everything that changes it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -170,16 +171,38 @@ class AotiBackend:
                 hit = False
                 facts["cache_note"] = f"cached artifact unreadable ({first_line(exc)}): rebuilt"
         if runner is None:
-            self._compile(exported, artifact)
-            runner = load_artifact(artifact)
+            runner, artifact, hit = self._compile_once(key, exported, artifact, facts)
         self._compiled[key] = artifact
         return runner, artifact, {**facts, **_artifact_facts(artifact, hit)}
 
     def _cached(self, key: str, stem: str) -> Path:
         """The artifact of `key` compiled for any model file (the key is the program's, so a
         copied or renamed model file reuses it), else a new one named for this model."""
+        return self._found(key) or self.cache_dir / f"{stem}-{key}.pt2"
+
+    def _found(self, key: str) -> Path | None:
         found = sorted(self.cache_dir.glob(f"*-{key}.pt2"))
-        return found[0] if found else self.cache_dir / f"{stem}-{key}.pt2"
+        return found[0] if found else None
+
+    def _compile_once(self, key: str, exported: torch.export.ExportedProgram, artifact: Path,
+                      facts: dict[str, Any]) -> tuple[Any, Path, bool]:
+        """Compile under a lock per program: a second run that needs the same program (two
+        CI jobs, the ranks of one host, two test workers) waits for the first and loads its
+        artifact instead of compiling it again at the same time."""
+        from filelock import FileLock
+
+        stamp = artifact.stat().st_mtime_ns if artifact.exists() else None
+        locks = self.cache_dir / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with FileLock(locks / f"{key}.lock"):
+            meanwhile = self._found(key)
+            if self.options.use_cache and meanwhile and meanwhile.stat().st_mtime_ns != stamp:
+                with contextlib.suppress(Exception):  # unreadable too: compile it here
+                    runner = load_artifact(meanwhile)
+                    facts["cache_note"] = "compiled meanwhile by another run: loaded"
+                    return runner, meanwhile, True
+            self._compile(exported, artifact)
+            return load_artifact(artifact), artifact, False
 
     def _compile(self, exported: torch.export.ExportedProgram, target: Path) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)

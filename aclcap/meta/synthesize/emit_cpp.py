@@ -39,7 +39,9 @@ HEADER = """// Meta kernels synthesized by `aclcap check-meta --synthesize-cpp` 
 // each op's kernel.{extra}
 // Build into a library loaded after the op library (check-meta does this with
 // torch.utils.cpp_extension), or add this file to the op library's sources.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <algorithm>
