@@ -42,6 +42,7 @@ HEADER = """// Meta kernels synthesized by `aclcap check-meta --synthesize-cpp` 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/promote_types.h>
 #include <torch/library.h>
 
 #include <algorithm>
