@@ -187,8 +187,8 @@ class AotiBackend:
     def _compile_once(self, key: str, exported: torch.export.ExportedProgram, artifact: Path,
                       facts: dict[str, Any]) -> tuple[Any, Path, bool]:
         """Compile under a lock per program: a second run that needs the same program (two
-        CI jobs, the ranks of one host, two test workers) waits for the first and loads its
-        artifact instead of compiling it again at the same time."""
+        CI jobs, two test workers) waits for the first and loads its artifact instead of
+        compiling it again at the same time."""
         from filelock import FileLock
 
         stamp = artifact.stat().st_mtime_ns if artifact.exists() else None
