@@ -1,5 +1,5 @@
 """Two runs that need the same program compile it once: the second waits on the program's
-lock and loads what the first compiled (two CI jobs, the ranks of one host, test workers)."""
+lock and loads what the first compiled (two CI jobs, two test workers)."""
 
 from __future__ import annotations
 
