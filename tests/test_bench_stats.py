@@ -5,6 +5,7 @@ past the threshold (README: aclcap bench). Synthetic rounds: fast, and the truth
 from __future__ import annotations
 
 import random
+import time
 
 from aclcap.bench.baseline import regressions, undecided
 from aclcap.bench.run import BenchRow, judge_rows
@@ -106,6 +107,17 @@ def test_rounds_extend_while_a_spread_is_wide_then_stop():
     series.clear()
     assert run_rounds(lambda r: series.append(times[r]),
                       lambda: unsettled({(1, "eager"): series}), 5, max_time_s=0.0) == 5
+
+
+def test_rounds_run_for_min_time_at_least_then_stop():
+    """Steady rounds past --rounds while the timing is under --min-time: a run samples the
+    machine over that long, and stops once it has (well under the 60-round cap here)."""
+    from aclcap.bench.run import MAX_ROUNDS, run_rounds
+
+    started = time.perf_counter()
+    ran = run_rounds(lambda r: time.sleep(0.01), lambda: False, 5, max_time_s=0.0,
+                     min_time_s=0.2)
+    assert time.perf_counter() - started >= 0.2 and 5 < ran < MAX_ROUNDS
 
 
 def test_rounds_extend_while_a_speedups_interval_is_wide_then_stop():

@@ -54,7 +54,8 @@ def captured() -> CaptureReport:
 def benched(captured: CaptureReport) -> BenchReport:
     """After `captured`: the graph mode replays the artifact that capture compiled."""
     return run_bench(BenchOptions(model=ONE_LINEAR, shapes=(1, 2), device="cpu",
-                                  modes=("eager", "graph"), rounds=5, profile=True))
+                                  modes=("eager", "graph"), rounds=5, profile=True,
+                                  min_time_s=0.0))
 
 
 @pytest.fixture(scope="module")

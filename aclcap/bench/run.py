@@ -23,7 +23,7 @@ from aclcap.graph.padding import pad_to, padded_sizes
 from aclcap.graph.step import prepare_step
 
 WARMUP_STEPS = 3
-MAX_ROUNDS = 60  # extended rounds stop here whatever --max-time allows
+MAX_ROUNDS = 60  # rounds past --rounds stop here whatever --min-time or --max-time ask
 SETTLED_STEPS = 50  # --nproc on cpu: steps per block, each timed alone (see settle)
 
 
@@ -222,7 +222,8 @@ def run_bench(options: BenchOptions,
 
     def one_round(r: int) -> None:
         progress(f"round {r + 1} of {rounds}" if r < rounds else
-                 f"round {r + 1}: extending, a spread is past {UNSTABLE_SPREAD}",
+                 f"round {r + 1}: timing for {options.min_time_s:g} s at least, and longer "
+                 f"while a spread is past {UNSTABLE_SPREAD}",
                  done + min(r, rounds - 1))
         with torch.no_grad():
             for key, fn in steps.items():  # every (size, mode) once per round
@@ -234,8 +235,10 @@ def run_bench(options: BenchOptions,
                     floors[key[0]].time_block(BLOCK_S)
 
     try:  # ranks run in lockstep: no rank may extend alone
+        solo = rank is None  # ranks agree on nothing clocked alone: --rounds only
         report.rounds = run_rounds(one_round, lambda: unsettled(_step_times(timings)), rounds,
-                                   options.max_time_s if rank is None else 0.0)
+                                   options.max_time_s if solo else 0.0,
+                                   options.min_time_s if solo else 0.0)
     except KeyboardInterrupt:
         report.interrupted = True
     report.raw = timings
@@ -273,15 +276,20 @@ def unsettled(rounds: dict[tuple[int, str], list[float]]) -> bool:
 
 
 def run_rounds(one_round: Callable[[int], None], unstable: Callable[[], bool],
-               rounds: int, max_time_s: float) -> int:
-    """`rounds` rounds, then more while `unstable()` (a row's spread or its speedup's
-    interval is past its limit) and the timing has run under `max_time_s` (pyperf's
-    calibration, bounded): a noisy moment gets outvoted before a row is called unstable.
-    Returns the rounds run."""
+               rounds: int, max_time_s: float, min_time_s: float = 0.0) -> int:
+    """`rounds` rounds and at least `min_time_s` of them (so a run samples the machine over
+    seconds, not one moment of it), then more while `unstable()` (a row's spread or its
+    speedup's interval is past its limit) and the timing has run under `max_time_s`
+    (pyperf's calibration, bounded): a noisy moment gets outvoted before a row is called
+    unstable. Returns the rounds run."""
     started = time.perf_counter()
     done = 0
-    while done < rounds or (done < MAX_ROUNDS and time.perf_counter() - started < max_time_s
-                            and unstable()):
+
+    def more() -> bool:
+        elapsed = time.perf_counter() - started
+        return elapsed < min_time_s or (elapsed < max_time_s and unstable())
+
+    while done < rounds or (done < MAX_ROUNDS and more()):
         one_round(done)
         done += 1
     return done

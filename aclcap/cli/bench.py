@@ -41,6 +41,10 @@ def bench(
                      ] = "eager,compiled,graph",
     rounds: Annotated[int, typer.Option(min=5, help="Interleaved rounds (at least 5); medians and "
                       "p90 are over rounds.")] = 7,
+    min_time: Annotated[float, typer.Option("--min-time", min=0, help="Seconds the timing "
+                        "runs at least: past --rounds, rounds continue so a run samples a "
+                        "shared machine over seconds, not one moment of it (at most 60 "
+                        "rounds).")] = 3.0,
     max_time: Annotated[float, typer.Option("--max-time", min=0, help="Seconds the timing may "
                         "run: past --rounds, rounds extend while a row's spread (p90/median) "
                         "is past 1.25 or its speedup's 95% interval is wider than ±7%; a row "
@@ -116,7 +120,7 @@ def bench(
         model=str(model) if model else None, shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,
         port=port, modes=chosen, rounds=rounds, pad=pad, profile=profile,
-        max_time_s=max_time, graph_mode=graph_modes, split_ops=splits)
+        min_time_s=min_time, max_time_s=max_time, graph_mode=graph_modes, split_ops=splits)
     from aclcap.bench.run import run_bench
 
     quiet_torch()
