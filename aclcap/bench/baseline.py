@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from aclcap.bench.stats import ratio_interval
+from aclcap.bench.stats import UNSTABLE_CI, Stability, ratio_interval
 from aclcap.errors import UsageError
 
 
@@ -29,22 +29,30 @@ def regressions(current: dict, baseline: dict, max_regression: float) -> list[st
     """Rows whose ratio to their reference (graph/eager, kernel/reference) grew past
     `max_regression` relative to the baseline: ratios, so the machine's speed cancels. Where
     both runs give the ratio's interval (`speedup_ci`), only a growth whose whole interval
-    lies past the threshold counts: a noisy rerun of the same code is not a regression."""
+    lies past the threshold counts, and only where neither run's interval is wider than
+    bench calls stable: a noisy rerun of the same code is not a regression."""
     return [_describe(change, max_regression) for change in _changes(current, baseline)
-            if change.low > 1 + max_regression]
+            if change.low > 1 + max_regression and not change.wide]
 
 
 def undecided(current: dict, baseline: dict, max_regression: float) -> list[str]:
     """Rows whose ratio grew past `max_regression` while its interval reaches back under
-    it: too noisy to call either way (criterion.rs's "change within noise"), said so rather
-    than passed in silence."""
-    return [f"{_describe(change, max_regression)}: not called a regression; rerun with more "
-            "--rounds or on a quieter machine to tell"
-            for change in _changes(current, baseline)
-            if change.now / change.then > 1 + max_regression >= change.low]
+    it, or while either run's interval is wider than bench calls stable (an interval that
+    wide may not repeat: a neighbour's load swung tiny_llama's graph/eager 2.3x between two
+    runs of the same code, the rerun's interval wide): too noisy to call either way
+    (criterion.rs's "change within noise"), said so rather than passed in silence."""
+    lines = []
+    for change in _changes(current, baseline):
+        past = change.low > 1 + max_regression
+        if change.now / change.then > 1 + max_regression and (change.wide or not past):
+            why = f"; a run's interval is wider than ±{UNSTABLE_CI:.0%}" if past else ""
+            lines.append(f"{_describe(change, max_regression)}: not called a regression{why}; "
+                         "rerun with more --rounds or on a quieter machine to tell")
+    return lines
 
 
-Ratio = tuple[float, tuple[float, float] | None]  # the point, and its interval if known
+# the point, its interval if known, and whether that interval is wider than bench's limit
+Ratio = tuple[float, tuple[float, float] | None, bool]
 
 
 @dataclass
@@ -55,6 +63,7 @@ class _Change:
     low: float  # the interval of now / then
     high: float
     has_interval: bool  # either run gave one
+    wide: bool  # either run's interval is wider than UNSTABLE_CI either side
 
 
 def _describe(c: _Change, max_regression: float) -> str:
@@ -67,8 +76,9 @@ def _describe(c: _Change, max_regression: float) -> str:
 def _changes(current: dict, baseline: dict) -> list[_Change]:
     """Each ratio both runs have, with the interval of now / then."""
     return [_Change(label, now, then, *ratio_interval(now, now_ci, then, then_ci),
-                    has_interval=bool(now_ci or then_ci))
-            for label, (now, now_ci), (then, then_ci) in _ratio_pairs(current, baseline)]
+                    has_interval=bool(now_ci or then_ci), wide=now_wide or then_wide)
+            for label, (now, now_ci, now_wide), (then, then_ci, then_wide)
+            in _ratio_pairs(current, baseline)]
 
 
 def _ratios(doc: dict) -> dict[str, Ratio]:
@@ -78,10 +88,11 @@ def _ratios(doc: dict) -> dict[str, Ratio]:
     for r in doc.get("results", []):
         if r["mode"] != "eager" and r["size"] in eager:
             point = r["step_median_us"] / eager[r["size"]]
-            ratios[f"size {r['size']} {r['mode']}/eager"] = (point, _interval(point, r))
+            ratios[f"size {r['size']} {r['mode']}/eager"] = \
+                (point, _interval(point, r), _wide(r))
     for r in doc.get("ops", []):
         ratios[f"op {r['op']} {r['dtype']} {r['shape']} kernel/reference"] = \
-            (r["kernel_us"] / r["reference_us"], None)
+            (r["kernel_us"] / r["reference_us"], None, False)
     return ratios
 
 
@@ -92,6 +103,12 @@ def _interval(point: float, row: dict) -> tuple[float, float] | None:
     if not speedup or not ci:
         return None
     return point * speedup / ci[1], point * speedup / ci[0]
+
+
+def _wide(row: dict) -> bool:
+    """The row's speedup interval is wider than bench calls stable (Stability.wide_interval)."""
+    ci = row.get("speedup_ci")
+    return Stability(0.0, row.get("speedup_vs_eager"), tuple(ci) if ci else None).wide_interval
 
 
 def _ratio_pairs(current: dict, baseline: dict) -> list[tuple[str, Ratio, Ratio]]:
