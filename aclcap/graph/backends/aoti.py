@@ -29,6 +29,14 @@ from aclcap.graph.backends.trace_key import (
     trace_key,
     write_index,
 )
+from aclcap.graph.backends.weights import (
+    NOTE,
+    load_weights,
+    program_weights,
+    record,
+    shareable,
+    shared_artifact,
+)
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.graph.distributed import settle
 from aclcap.graph.export import SizeRange, export_ranges
@@ -97,19 +105,19 @@ def _custom_op_calls(exported: torch.export.ExportedProgram) -> list[str]:
 
 
 def program_key(exported: torch.export.ExportedProgram,
-                factors: dict[str, Any] | None = None) -> str:
+                factors: dict[str, Any] | None = None, values: bool = True) -> str:
     """A key of what the artifact is compiled from: the exported graph's code, its input
     and output signature and ranges, every weight and constant (shape, dtype and values:
     AOTI bakes them in), its custom op calls and the `_toolchain`. Keyed on the model
     file's text instead, a step that reads an environment variable or a config file would
-    reuse the artifact of another graph."""
+    reuse the artifact of another graph. `values=False`: the structure key, the same for
+    programs that differ only in their weights' values (`weights.py`)."""
     h = hashlib.sha256()
-    tensors = {**exported.state_dict, **exported.constants}
     parts = [exported.graph_module.code, str(exported.call_spec.in_spec),
              str(exported.call_spec.out_spec), str(exported.range_constraints),
              *_toolchain(factors or {}), *_custom_op_calls(exported)]
-    parts += [f"{name}:{list(v.shape)}:{v.dtype}:{tensor_digest(v)}"
-              for name, v in sorted(tensors.items()) if isinstance(v, torch.Tensor)]
+    parts += [f"{name}:{list(v.shape)}:{v.dtype}" + (f":{tensor_digest(v)}" if values else "")
+              for name, v in sorted(program_weights(exported).items())]
     for part in parts:
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
@@ -172,7 +180,8 @@ class AotiBackend:
                 facts["cache_note"] = f"cached artifact unreadable ({first_line(exc)}): rebuilt"
         if runner is None:
             runner, artifact, hit = self._compile_once(key, exported, artifact, facts)
-        self._compiled[key] = artifact
+        if not facts.get("weights_loaded"):  # a shared artifact holds another's weights
+            self._compiled[key] = artifact
         return runner, artifact, {**facts, **_artifact_facts(artifact, hit)}
 
     def _cached(self, key: str, stem: str) -> Path:
@@ -186,23 +195,38 @@ class AotiBackend:
 
     def _compile_once(self, key: str, exported: torch.export.ExportedProgram, artifact: Path,
                       facts: dict[str, Any]) -> tuple[Any, Path, bool]:
-        """Compile under a lock per program: a second run that needs the same program (two
-        CI jobs, two test workers) waits for the first and loads its artifact instead of
-        compiling it again at the same time."""
+        """Compile under a lock per program structure: a second run that needs the same
+        program (two CI jobs, two test workers), or the same program with other weights
+        (an unseeded model's next run), waits for the first and loads its artifact
+        instead of compiling it again at the same time; the other weights are loaded in."""
         from filelock import FileLock
 
+        structure = program_key(exported, self.options.cache_factors(), values=False)
+        weights = program_weights(exported)
         stamp = artifact.stat().st_mtime_ns if artifact.exists() else None
         locks = self.cache_dir / "locks"
         locks.mkdir(parents=True, exist_ok=True)
-        with FileLock(locks / f"{key}.lock"):
+        with FileLock(locks / f"{structure}.lock"):
             meanwhile = self._found(key)
             if self.options.use_cache and meanwhile and meanwhile.stat().st_mtime_ns != stamp:
                 with contextlib.suppress(Exception):  # unreadable too: compile it here
                     runner = load_artifact(meanwhile)
                     facts["cache_note"] = "compiled meanwhile by another run: loaded"
                     return runner, meanwhile, True
+            shared = shared_artifact(self.cache_dir, structure) if self.options.use_cache \
+                else None
+            if shared is not None:
+                with contextlib.suppress(Exception):  # unreadable or refused: compile here
+                    runner = load_artifact(shared)
+                    if shareable(runner, weights):
+                        load_weights(runner, weights)
+                        facts.update(cache_note=NOTE, weights_loaded=True)
+                        return runner, shared, True
             self._compile(exported, artifact)
-            return load_artifact(artifact), artifact, False
+            runner = load_artifact(artifact)
+            if shareable(runner, weights):
+                record(self.cache_dir, structure, artifact)
+            return runner, artifact, False
 
     def _compile(self, exported: torch.export.ExportedProgram, target: Path) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -242,7 +266,9 @@ class AotiBackend:
                 runner, artifact, facts = self.artifact(size_range.program, step.spec)
                 artifacts.append(_range_facts(size_range, sizes, facts))
                 loaded.append((size_range, runner, artifact))
-            if index is not None:
+            # An artifact holding another program's weights is no entry for this trace:
+            # loading it from the index would skip loading this program's weights in.
+            if index is not None and not any(a.get("weights_loaded") for a in artifacts):
                 write_index(index, [(r, artifact) for r, _, artifact in loaded])
         notes = [a["cache_note"] for a in artifacts if "cache_note" in a]
         self.phases_s["compile_or_load"] = round(
