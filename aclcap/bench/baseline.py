@@ -39,7 +39,7 @@ def undecided(current: dict, baseline: dict, max_regression: float) -> list[str]
     """Rows whose ratio grew past `max_regression` while its interval reaches back under
     it, or while either run's interval is wider than bench calls stable (an interval that
     wide may not repeat: a neighbour's load swung tiny_llama's graph/eager 2.3x between two
-    runs of the same code, the rerun's interval wide): too noisy to call either way
+    runs of the same code, one run's interval wide): too noisy to call either way
     (criterion.rs's "change within noise"), said so rather than passed in silence."""
     lines = []
     for change in _changes(current, baseline):
