@@ -215,13 +215,12 @@ class AotiBackend:
                     return runner, meanwhile, True
             shared = shared_artifact(self.cache_dir, structure) if self.options.use_cache \
                 else None
-            if shared is not None:
+            if shared is not None:  # recorded only where shareable: names match by the key
                 with contextlib.suppress(Exception):  # unreadable or refused: compile here
                     runner = load_artifact(shared)
-                    if shareable(runner, weights):
-                        load_weights(runner, weights)
-                        facts.update(cache_note=NOTE, weights_loaded=True)
-                        return runner, shared, True
+                    load_weights(runner, weights)
+                    facts.update(cache_note=NOTE, weights_loaded=True)
+                    return runner, shared, True
             self._compile(exported, artifact)
             runner = load_artifact(artifact)
             if shareable(runner, weights):
