@@ -3,6 +3,8 @@ multiples and odd tails) and all three float dtypes."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -27,8 +29,14 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _seed():
+def _seed_and_threads():
+    """The kernels' split over threads (at::parallel_for) is under test too: at least two
+    threads, whatever OMP_NUM_THREADS `make test` gives its workers."""
     torch.manual_seed(0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(2, os.cpu_count() or 1))
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
