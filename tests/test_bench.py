@@ -210,14 +210,17 @@ def test_floor_of_the_same_bytes_holds_across_sizes():
 
 
 @pytest.mark.slow
-def test_three_runs_give_overlapping_size1_speedups():
+def test_three_runs_give_size1_speedups_within_15_percent():
     """Reproducibility across processes, as pyperf measures it: three separate `aclcap bench`
-    runs of a small model give size-1 speedups whose 95% intervals overlap pairwise, unless
-    a run is flagged unstable (a row's rounds spread, or its speedup's interval is wider
-    than ±7%): two runs that overlap so give speedups within about 15% of each other. Each
-    run times for --min-time's 3 s at least: a shared machine's memory slows for seconds at
-    a time, and runs of a fraction of a second each timed one such phase, steady in itself
-    and unlike the next run's (1.77x ±2% then 2.21x ±7% in one CI run)."""
+    runs of a small model give size-1 speedups within 15% of each other, unless a run is
+    flagged unstable (a row's rounds spread, or its speedup's interval is wider than ±7%).
+    Not that the 95% intervals overlap: an interval is bootstrapped over one process's
+    rounds and bounds that process's noise only, while the machine moves a speedup a few
+    percent between processes (1.745-1.761x against 1.801-1.845x, both steady, in one CI
+    run: 3% apart, intervals disjoint). Each run times for --min-time's 3 s at least: a
+    shared machine's memory slows for seconds at a time, and runs of a fraction of a second
+    each timed one such phase, steady in itself and unlike the next run's (1.77x ±2% then
+    2.21x ±7% in one CI run)."""
     runs = [aclcap_process("bench", TINY, "--device", "cpu", "--shapes", "1", "--modes",
                            "eager,graph", "--rounds", "5", "--max-time", "5", "--json", "-")
             for _ in range(3)]
@@ -230,10 +233,9 @@ def test_three_runs_give_overlapping_size1_speedups():
     for g in stable:
         lo, hi = g["speedup_ci"]
         assert (hi - lo) / 2 <= 0.07 * g["speedup_vs_eager"], g
-    for i, a in enumerate(stable):
-        for b in stable[i + 1:]:
-            assert a["speedup_ci"][0] <= b["speedup_ci"][1] \
-                and b["speedup_ci"][0] <= a["speedup_ci"][1], graph
+    if stable:
+        speedups = [g["speedup_vs_eager"] for g in stable]
+        assert max(speedups) <= 1.15 * min(speedups), graph
 
 
 def test_max_autotune_graph_is_named_in_the_title_and_json():
