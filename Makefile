@@ -34,8 +34,8 @@ lint: install
 # One AOTI cache for both runs: an artifact compiled by one test is found by the others.
 # The two workers run with one OpenMP thread each: with a team of two per worker, each team
 # spin-waits for the core the other worker holds (the pass measured 313 s against 340-408 s
-# and 13% less CPU). tests/test_kernels.py sets its own threads back; the timing pass keeps
-# the machine's default.
+# and 13% less CPU). tests/test_kernels.py sets two threads at least for its own tests; the
+# timing pass keeps the machine's default.
 test: build lint
 	export ACLCAP_CACHE_DIR=$$(mktemp -d -t aclcap-test-cache-XXXXXX) && \
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadfile -m "not perf and not slow" --no-loadscope-reorder --durations=15 && \
