@@ -116,6 +116,9 @@ def bench(
     resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
     if nproc is not None:
         check_nproc(nproc, resolved, oversubscribe)
+        from aclcap import _forkserver
+
+        _forkserver.start()  # the ranks' server imports torch while this process does
     options = BenchOptions(
         model=str(model) if model else None, shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,

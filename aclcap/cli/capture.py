@@ -137,6 +137,9 @@ def capture(
     resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
     if nproc is not None:
         check_nproc(nproc, resolved, oversubscribe)
+        from aclcap import _forkserver
+
+        _forkserver.start()  # the ranks' server imports torch while this process does
     from aclcap.capture.run import run_capture
 
     options = CaptureOptions(

@@ -113,6 +113,9 @@ def check_meta(
     for model in samples_from or []:
         if not model.is_file():
             raise UsageError(f"--samples-from {model}: no such model file")
+    from aclcap import _forkserver
+
+    _forkserver.start()  # the workers' server imports torch while this process does
     resolved = resolve_device(device)
     from aclcap.meta.runner import check_meta as run_check
     from aclcap.meta.stubs import emit_stubs as write_stubs

@@ -1,7 +1,8 @@
 """Run one function on N ranks of torch.distributed: processes started by
-torch.multiprocessing, a TCPStore on loopback served by this (the parent) process, the
-default process group initialized in each rank before the function runs (gloo on cpu, nccl
-on cuda, hccl on npu), one device index per rank.
+torch.multiprocessing (forked from aclcap's server, `_forkserver.py`), a TCPStore on
+loopback served by this (the parent) process, the default process group initialized in
+each rank before the function runs (gloo on cpu, nccl on cuda, hccl on npu), one device
+index per rank.
 
 A rank that stops making progress is a diagnosis, not a hang: each rank arms
 `faulthandler.dump_traceback_later(timeout)`, a C-level watchdog that dumps every thread's
@@ -33,6 +34,7 @@ from typing import Any
 
 import torch
 
+from aclcap import _forkserver
 from aclcap.errors import CaptureError, UsageError, first_line
 
 DIST_BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -138,11 +140,13 @@ def _serve_store(port: int) -> Any:
 
 
 def _rank_main(rank: int, fn: Callable[..., Any], kwargs: dict[str, Any], nproc: int,
-               device: str, port: int, workdir: str, timeout: float) -> None:
+               device: str, port: int, workdir: str, timeout: float, env: dict[str, str],
+               cwd: str) -> None:
     import torch.distributed as dist
 
     from aclcap._quiet import silence_if_asked
 
+    _forkserver.adopt(env, cwd)
     silence_if_asked()
     out = Path(workdir)
     stack = open(out / f"rank{rank}.stack", "w")  # stays open: the watchdog writes to it
@@ -239,9 +243,11 @@ def launch(fn: Callable[..., Any], kwargs: dict[str, Any], nproc: int, device: s
     workdir = Path(tempfile.mkdtemp(prefix="aclcap-ranks-"))
     ctx = None
     try:
+        _forkserver.context()  # ranks fork from aclcap's server, torch already imported there
         ctx = mp.start_processes(_rank_main, args=(fn, kwargs, nproc, device, store.port,
-                                                   str(workdir), timeout),
-                                 nprocs=nproc, join=False, start_method="spawn")
+                                                   str(workdir), timeout, dict(os.environ),
+                                                   os.getcwd()),
+                                 nprocs=nproc, join=False, start_method="forkserver")
         started = time.time()
         processes = ctx.processes
         while any(p.is_alive() for p in processes):

@@ -2,48 +2,32 @@
 parent reads one JSON event at a time with a deadline, so a hang becomes a timeout and a
 segfault an end of file, never a stuck or crashed parent.
 
-Workers are forked from one server process per aclcap process (multiprocessing's
-forkserver) that has imported torch, Dynamo and the checks once: a worker then starts in
-milliseconds instead of the seconds those imports take, and a synthesis run starts up to
-eight of them. The server is a fresh, single-threaded process, never the parent, whose
-progress bars and worker threads make forking it unsafe. A worker still loads the op
-libraries itself, so a library that crashes on load takes only that worker down."""
+Workers are forked from aclcap's one server process (`aclcap._forkserver`). A worker still
+loads the op libraries itself, so a library that crashes on load takes only that worker
+down."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import tempfile
 from pathlib import Path
 
+from aclcap import _forkserver
 from aclcap.meta.messages import Event, WorkerRequest, parse_event
 from aclcap.meta.worker import serve
-
-# What every worker imports before its first op (about 2.7 s of CPU time on this machine);
-# `__main__` too, else each worker runs the main script again (as multiprocessing does for
-# a script, which the console script's `if __name__ == "__main__"` keeps cheap).
-PRELOAD = ["__main__", "torch", "torch._dynamo", "torch._functorch.aot_autograd",
-           "aclcap.meta.checks", "aclcap.meta.worker"]
-
-
-def _context() -> multiprocessing.context.BaseContext:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)  # read when the server starts, on first use
-    return context
 
 
 class WorkerProcess:
     """One worker process and the event protocol on its result pipe."""
 
     def __init__(self, request: WorkerRequest) -> None:
-        context = _context()
+        context = _forkserver.context()
         self.conn, child_end = context.Pipe(duplex=False)
         log = tempfile.NamedTemporaryFile(prefix="aclcap-worker-", suffix=".log", delete=False)
         log.close()
         self.log = Path(log.name)
-        # The server keeps the environment and directory of the first run in this process:
-        # each worker takes this run's own (in-process CLI runs set their own variables).
+        # Each worker takes this run's environment and directory (_forkserver.adopt).
         self.proc = context.Process(
             target=serve, args=(request.to_json(), child_end, str(self.log), dict(os.environ),
                                 os.getcwd()), name="aclcap-check-meta-worker")

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
+from aclcap import _forkserver
+
 
 def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator[Any]:
     """The op library's own @aclcap.samples, once per dtype."""
@@ -34,9 +36,7 @@ def serve(request_json: str, out: Connection, log: str, env: dict[str, str], cwd
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
+    _forkserver.adopt(env, cwd)
 
     from aclcap.meta.messages import (
         CheckStart,

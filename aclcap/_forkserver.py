@@ -1,0 +1,57 @@
+"""The one process that aclcap's child processes are forked from (multiprocessing's
+forkserver): a fresh, single-threaded process that has imported torch, Dynamo and the
+checks once, so a check-meta worker or a `--nproc` rank starts in milliseconds instead of
+the seconds those imports take (a synthesis run starts up to eight workers, each test of
+the suite's TP runs two ranks). One server per aclcap process, shared by both: its
+preload list is read once, when it starts, so every user passes this one. It is never the
+parent, whose progress bars and threads make forking the parent itself unsafe."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import signal
+from multiprocessing import forkserver
+
+# About 2.7 s of CPU time on the 2-core CI machine. `__main__` too, else each child runs
+# the main script again (as multiprocessing does for a script, which the console script's
+# `if __name__ == "__main__"` keeps cheap).
+PRELOAD = ["__main__", "torch", "torch._dynamo", "torch._functorch.aot_autograd",
+           "aclcap.meta.checks", "aclcap.meta.worker"]
+
+
+def context() -> multiprocessing.context.BaseContext:
+    """The forkserver context, its preload set before the server's first use."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def start() -> None:
+    """Start the server now, without waiting for its imports: they run on another core
+    while this process imports torch and loads the op libraries, instead of after."""
+    context()
+    forkserver.ensure_running()
+    atexit.unregister(_end_server)  # once, however many runs this process makes
+    atexit.register(_end_server)
+
+
+def _end_server() -> None:
+    """A run that ends early (a library that fails to load is found after the start) ends
+    its server too: one still importing would hold the run's stdout and stderr open for
+    seconds, and whoever reads them (CI, a pipe) would wait that long for the error. The
+    pid is multiprocessing's own record (no public accessor); every child is ended by now."""
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def adopt(env: dict[str, str], cwd: str) -> None:
+    """In a child: the environment and directory of the run that started it. The server
+    keeps those of the first run in this process; an in-process CLI run sets its own."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
