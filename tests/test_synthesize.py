@@ -254,7 +254,7 @@ def test_default_targets_are_the_ops_whose_meta_is_missing_or_failing(tmp_path):
 
 def test_nothing_to_synthesize_writes_nothing(tmp_path):
     py = tmp_path / "none.py"
-    run = aclcap_process("check-meta", "--synthesize", str(py), "--json", "-")
+    run = aclcap("check-meta", "--synthesize", str(py), "--json", "-")
     assert run.code == 0 and not py.exists()
     assert run.json()["synthesis"]["files"] == []
     assert "synthesis: no op's meta is missing, failing or left to torch's trivial fake: " \

@@ -130,8 +130,8 @@ def _slow_phases(info, seconds: float, phases: int) -> int:
 def test_the_timeout_bounds_a_phase_not_the_whole_run():
     from aclcap.graph.distributed import launch
 
-    # 3 phases of 4 s under a 6 s timeout: 12 s in all, each phase within the timeout
-    assert launch(_slow_phases, {"seconds": 4.0, "phases": 3}, 2, "cpu", timeout=6) == [0, 1]
+    # 3 phases of 2 s under a 4 s timeout: 6 s in all, each phase within the timeout
+    assert launch(_slow_phases, {"seconds": 2.0, "phases": 3}, 2, "cpu", timeout=4) == [0, 1]
     assert not _rank_processes()
 
 
