@@ -13,7 +13,10 @@ import contextlib
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from multiprocessing import forkserver
+from typing import Any
 
 # About 2.7 s of CPU time on the 2-core CI machine. `__main__` too, else each child runs
 # the main script again (as multiprocessing does for a script, which the console script's
@@ -49,9 +52,18 @@ def _end_server() -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def adopt(env: dict[str, str], cwd: str) -> None:
-    """In a child: the environment and directory of the run that started it. The server
-    keeps those of the first run in this process; an in-process CLI run sets its own."""
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
+@dataclass
+class InThisRun:
+    """A child's target that first takes the environment and directory of the run that
+    made it (read here, in the parent): the server keeps those of the first run in this
+    process, and an in-process CLI run sets its own variables."""
+
+    fn: Callable[..., Any]
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    cwd: str = field(default_factory=os.getcwd)
+
+    def __call__(self, *args: Any) -> Any:
+        os.environ.clear()
+        os.environ.update(self.env)
+        os.chdir(self.cwd)
+        return self.fn(*args)

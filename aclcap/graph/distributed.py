@@ -140,13 +140,11 @@ def _serve_store(port: int) -> Any:
 
 
 def _rank_main(rank: int, fn: Callable[..., Any], kwargs: dict[str, Any], nproc: int,
-               device: str, port: int, workdir: str, timeout: float, env: dict[str, str],
-               cwd: str) -> None:
+               device: str, port: int, workdir: str, timeout: float) -> None:
     import torch.distributed as dist
 
     from aclcap._quiet import silence_if_asked
 
-    _forkserver.adopt(env, cwd)
     silence_if_asked()
     out = Path(workdir)
     stack = open(out / f"rank{rank}.stack", "w")  # stays open: the watchdog writes to it
@@ -244,9 +242,9 @@ def launch(fn: Callable[..., Any], kwargs: dict[str, Any], nproc: int, device: s
     ctx = None
     try:
         _forkserver.context()  # ranks fork from aclcap's server, torch already imported there
-        ctx = mp.start_processes(_rank_main, args=(fn, kwargs, nproc, device, store.port,
-                                                   str(workdir), timeout, dict(os.environ),
-                                                   os.getcwd()),
+        ctx = mp.start_processes(_forkserver.InThisRun(_rank_main),
+                                 args=(fn, kwargs, nproc, device, store.port, str(workdir),
+                                       timeout),
                                  nprocs=nproc, join=False, start_method="forkserver")
         started = time.time()
         processes = ctx.processes

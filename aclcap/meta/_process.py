@@ -27,10 +27,9 @@ class WorkerProcess:
         log = tempfile.NamedTemporaryFile(prefix="aclcap-worker-", suffix=".log", delete=False)
         log.close()
         self.log = Path(log.name)
-        # Each worker takes this run's environment and directory (_forkserver.adopt).
         self.proc = context.Process(
-            target=serve, args=(request.to_json(), child_end, str(self.log), dict(os.environ),
-                                os.getcwd()), name="aclcap-check-meta-worker")
+            target=_forkserver.InThisRun(serve),
+            args=(request.to_json(), child_end, str(self.log)), name="aclcap-check-meta-worker")
         self.proc.start()
         child_end.close()
 

@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from aclcap import _forkserver
-
 
 def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator[Any]:
     """The op library's own @aclcap.samples, once per dtype."""
@@ -26,17 +24,15 @@ def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator
         yield from make(torch.device(device), dtype)
 
 
-def serve(request_json: str, out: Connection, log: str, env: dict[str, str], cwd: str
-          ) -> None:
-    """A worker's life, forked from the worker server (_process.py): its own session (so
-    the parent ends it and whatever it starts at once), its output into `log`, the parent
-    run's environment and directory, then the request."""
+def serve(request_json: str, out: Connection, log: str) -> None:
+    """A worker's life, forked from the worker server (_process.py) in the parent run's
+    environment and directory (_forkserver.InThisRun): its own session (so the parent ends
+    it and whatever it starts at once), its output into `log`, then the request."""
     os.setsid()
     fd = os.open(log, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    _forkserver.adopt(env, cwd)
 
     from aclcap.meta.messages import (
         CheckStart,
