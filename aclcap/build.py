@@ -92,6 +92,12 @@ def ops_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def cache_root() -> Path:
+    """$ACLCAP_CACHE_DIR, else the user's cache: what aclcap builds for itself (AOTI
+    artifacts, synthesized Meta kernels), never inside its own install tree."""
+    return Path(os.environ.get("ACLCAP_CACHE_DIR", Path.home() / ".cache" / "aclcap"))
+
+
 def default_build_dir() -> Path:
     """$ACLCAP_BUILD_DIR, else build/ of a source checkout, else the user's cache."""
     if env := os.environ.get("ACLCAP_BUILD_DIR"):

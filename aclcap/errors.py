@@ -90,9 +90,12 @@ def summary(text: str, limit: int = LIMIT) -> str:
 
 def first_line(exc: BaseException, limit: int = LIMIT) -> str:
     """`Type: message` of the innermost cause, its fix kept (see `summary`): how any caught
-    error is reported."""
+    error is reported. aclcap's own errors are their message alone: it is written for the
+    user, and `UsageError:` in the middle of a line is noise to them."""
     exc = innermost(exc)
     text = summary(str(exc), limit)
+    if isinstance(exc, UsageError | CaptureError) and text:
+        return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

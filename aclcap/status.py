@@ -17,7 +17,8 @@ class Status(StrEnum):
     CRASHED = "crashed"  # check-meta: the kernel took the worker down
     TIMEOUT = "timeout"
     NOT_EXERCISED = "not_exercised"  # check-meta: no sample inputs, only inspected
-    UNVERIFIED = "unverified"  # check-meta: a C++ composite that no sample ran
+    UNVERIFIED = "unverified"  # check-meta: a C++ composite or Autograd body no sample ran
+    NO_KERNEL = "no_kernel"  # check-meta: no kernel for the device in this build (CUDA-only)
     BUILT = "built"  # build targets
     UP_TO_DATE = "up_to_date"
     SKIPPED = "skipped"
@@ -25,7 +26,7 @@ class Status(StrEnum):
 
 FAILING = frozenset({Status.FAIL, Status.MISSING, Status.CRASHED, Status.TIMEOUT})
 # check-meta rows no sample ran: CI reports and the pytest plugin count them skipped
-NOT_RUN = frozenset({Status.NOT_EXERCISED, Status.UNVERIFIED})
+NOT_RUN = frozenset({Status.NOT_EXERCISED, Status.UNVERIFIED, Status.NO_KERNEL})
 
 
 class Severity(StrEnum):

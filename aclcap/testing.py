@@ -17,10 +17,15 @@ from aclcap.status import Severity
 def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
              checks: Iterable[str] = meta_checks.DEFAULT_CHECKS, *,
              strict: bool = False) -> None:
-    """Run the checks on `samples` (aclcap.SampleInput) of `op` (`ns::name.overload` or the
-    OpOverload); raise AssertionError naming the op and every reason if any check fails.
-    Kernels run here: a segfault ends the process (the pytest plugin runs them in a worker
-    instead)."""
+    """Run the checks on `samples` (aclcap.SampleInput) of `op` (`ns::name.overload`,
+    `ns::name` for the default overload, or the OpOverload); raise AssertionError naming the
+    op and every reason if any check fails, or if no sample was given (a check of nothing
+    must not pass). Kernels run here: a segfault ends the process (the pytest plugin runs
+    them in a worker instead)."""
+    samples = list(samples)
+    if not samples:
+        raise AssertionError(f"{op}: no samples given, nothing was checked: pass "
+                             "aclcap.SampleInput calls of the op")
     outcome = meta_checks.check_op(op, samples, checks, strict=strict)
     errors = [f.message for f in outcome.findings if f.severity is Severity.ERROR]
     if errors:

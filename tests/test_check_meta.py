@@ -329,3 +329,55 @@ def test_each_in_process_run_gives_its_workers_its_own_environment(tmp_path):
         assert run.code == 0, run.stdout + run.stderr
         [row] = run.json()["results"]
         assert row["op"] == f"aclcap_env_{name}::{name}.default" and row["status"] == "pass", row
+
+
+def test_stride_of_a_size_one_dim_is_not_compared():
+    """A kernel returning zeros_like of a fused-qkv view keeps the parent's stride in a dim
+    of size 1, which addresses nothing (torch compares only significant strides); a stride
+    in a dim above 1 that differs from the fake's is still named."""
+    import torch
+
+    from aclcap import SampleInput
+    from aclcap.meta.checks import check_op
+
+    lib = torch.library.Library("aclcap_strides", "DEF")
+    lib.define("q_like(Tensor q) -> Tensor")
+    lib.impl("q_like", torch.zeros_like, "CPU")
+    # q's slot of a fresh fused [tokens, 3, heads, dim] buffer: strided at any size
+    lib.define("q_slot(Tensor q) -> Tensor")
+    lib.impl("q_slot", lambda q: torch.zeros(q.shape[0], 3, *q.shape[1:])[:, 0], "CPU")
+    for name in ("q_like", "q_slot"):
+        torch.library.register_fake(f"aclcap_strides::{name}", lambda q: q.new_empty(q.shape),
+                                    lib=lib)
+
+    def q_view(tokens: int) -> SampleInput:  # q of a [tokens, 3 * 16] qkv projection
+        return SampleInput((torch.randn(tokens, 3, 2, 8)[:, 0],))
+
+    assert torch.ops.aclcap_strides.q_like(q_view(1).args[0]).stride() == (48, 8, 1)
+    one = check_op("aclcap_strides::q_like.default", [q_view(1)])
+    assert one.status == "pass", [f.message for f in one.findings]
+    two = check_op("aclcap_strides::q_slot.default", [q_view(1), q_view(2)], ("fake_vs_real",))
+    assert [f.message for f in two.findings] == [
+        "fake impl output 0: shape [2, 2, 8] dtype torch.float32 strides [16, 8, 1], but the "
+        "kernel gives shape [2, 2, 8] dtype torch.float32 strides [48, 8, 1]"]
+
+
+def test_library_with_an_undefined_symbol_names_the_symbol(tmp_path):
+    """dlopen's reason (torch's OSError only says "Could not load this library") is what
+    the user needs: the symbol, from a library built against another torch or missing a
+    source file."""
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    source = tmp_path / "undef.cpp"
+    source.write_text("int missing_helper(int);\nint use(int x) { return missing_helper(x); }\n")
+    lib = tmp_path / "libundef.so"
+    subprocess.run([compiler, "-shared", "-fPIC", str(source), "-o", str(lib)], check=True)
+    run = aclcap("check-meta", "--lib", str(lib))
+    assert run.code == 2
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith(f"error: op library {lib} failed to load: ")
+    assert "undefined symbol: _Z14missing_helperi" in line

@@ -4,6 +4,8 @@ checked before any work starts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import BADOPS, ROOT, aclcap, aclcap_process
@@ -50,6 +52,12 @@ BAD_INPUT = [
     (("bench", TINY, "--plot", "/no/such/dir/p.png"), "--plot /no/such/dir/p.png: folder"),
     (("bench", TINY, "--save-baseline", "/no/such/b.json"), "--save-baseline /no/such/b.json"),
     (("build", "--json", "/no/such/dir/b.json"), "--json /no/such/dir/b.json: folder"),
+    (("check-meta", "--lib", str(ROOT / "examples")), "examples: is a directory; pass the op "
+     "library's .so or .py file"),
+    (("check-meta", "--samples-from", str(ROOT / "examples")), "examples: is a directory; pass "
+     "a model file"),
+    (("check-meta", "--shapes", "1,2"), "--shapes is the sizes --samples-from runs its model "
+     "at: add --samples-from MODEL.py, or drop --shapes"),
 ]
 
 
@@ -134,6 +142,8 @@ BEFORE_TORCH = [
     ("check-meta", "--lib", "no_such_module_xyz"),
     ("check-meta", "--timeout", "-5"),
     ("check-meta", "--samples-from", "no/such.py"),
+    ("check-meta", "--lib", str(ROOT / "examples")),
+    ("check-meta", "--shapes", "1,2"),
     ("bench", TINY, "--rounds", "2", "--device", "cpu"),
     ("bench", TINY, "--baseline", "no/such/base.json", "--device", "cpu"),
     ("bench", TINY, "--nproc", "4096", "--device", "cpu"),
@@ -162,3 +172,75 @@ def test_dtype_names_checked_early_are_the_step_ones():
     from aclcap.graph.step import DTYPES
 
     assert tuple(DTYPES) == DTYPE_NAMES
+
+
+UNWRITABLE = [
+    ("check-meta", "--json", "/proc/x.json"),
+    ("check-meta", "--junit-xml", "/proc/x.xml"),
+    ("check-meta", "--emit-stubs", "/proc/x.py"),
+    ("check-meta", "--synthesize", "/proc/x.py"),
+    ("check-meta", "--synthesize-cpp", "/proc/x.cpp"),
+    ("check-meta", "--lint", "--format", "text", "--output", "/proc/x.txt"),
+    ("capture", TINY, "--device", "cpu", "--json", "/proc/x.json"),
+    ("capture", TINY, "--device", "cpu", "--junit-xml", "/proc/x.xml"),
+    ("bench", TINY, "--device", "cpu", "--save-baseline", "/proc/x.json"),
+    ("build", "--json", "/proc/x.json"),
+]
+
+
+@pytest.mark.parametrize("args", UNWRITABLE, ids=[" ".join(a[-2:]) for a in UNWRITABLE])
+def test_unwritable_output_is_bad_input_before_any_work(args):
+    """A folder that exists but takes no file (/proc) is refused with the other arguments,
+    not after the whole run as an internal FileNotFoundError."""
+    run = aclcap(*args)
+    assert run.code == 2, run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith(f"error: {args[-2]} {args[-1]}: cannot be written") and \
+        "writable folder" in line, line
+
+
+def test_output_check_leaves_no_file_behind(tmp_path):
+    out = tmp_path / "x.json"
+    run = aclcap("check-meta", "--json", str(out), "--device", "tpu")
+    assert run.code == 2 and not out.exists()
+    out.write_text("kept")  # an existing file is checked without being emptied
+    assert aclcap("check-meta", "--json", str(out), "--device", "tpu").code == 2
+    assert out.read_text() == "kept"
+
+
+@pytest.mark.parametrize("args,words", [
+    (("capture", TINY, "--split-ops", "ux::nosuch"),
+     ["--split-ops ux::nosuch:", "no op of namespace ux", "aclcap"]),
+    (("capture", TINY, "--split-ops", "aclcap::paged_atention"),
+     ["--split-ops aclcap::paged_atention:", "did you mean aclcap::paged_attention"]),
+    (("bench", TINY, "--split-ops", "aclcap::nosuch"),
+     ["--split-ops aclcap::nosuch:", "aclcap::rms_norm"]),
+], ids=["namespace", "typo", "bench"])
+def test_unknown_split_op_is_bad_input_naming_ops_nearby(args, words):
+    """An op that is not registered would split nowhere: one whole graph, exit 0."""
+    run = aclcap(*args, "--device", "cpu", "--graph-mode", "piecewise", "--shapes", "1")
+    assert run.code == 2, run.stdout + run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert all(w in line for w in words), line
+
+
+@pytest.mark.parametrize("fmt", ["text", "github", "table"])
+def test_a_closed_pipe_ends_quietly(tmp_path, fmt):
+    """`aclcap check-meta --lint DIR | head -1`: the reader is gone before the lines are
+    written; the run ends quietly, as `cat` does (exit 1, Python's code on EPIPE), not in
+    `internal error: BrokenPipeError`."""
+    import os
+    import subprocess
+    import sys
+
+    source = tmp_path / "many.py"
+    source.write_text("import torch\n\n\n@torch.library.register_fake('ns::op')\n"
+                      "def _fake(x):\n" + "    n = int(x.shape[0])\n" * 3000
+                      + "    return x.new_empty((n,))\n")
+    read, write = os.pipe()
+    os.close(read)  # as `head -1` does once it has its line
+    exe = Path(sys.executable).with_name("aclcap")
+    proc = subprocess.run([str(exe), "check-meta", "--lint", str(source), "--format", fmt],
+                          stdout=write, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    os.close(write)
+    assert proc.stderr == "" and proc.returncode == 1, proc.stderr

@@ -28,7 +28,7 @@ from aclcap.meta.synthesize.rules import (
     Unbacked,
     WholeShape,
 )
-from aclcap.meta.synthesize.schema_fix import corrected_schema
+from aclcap.meta.synthesize.schema import OpSchema
 from aclcap.meta.variations import variations
 
 NS = "aclcap_infertest"
@@ -126,7 +126,8 @@ def _x(*shape, dtype=torch.float32):
 
 
 def test_search_finds_the_smallest_expression():
-    calls = _observe_all(pack4, [SampleInput((_x(3, 5),)), SampleInput((_x(4, 6),))])
+    calls = [c for c in _observe_all(pack4, [SampleInput((_x(3, 5),)), SampleInput((_x(4, 6),))])
+             if len(c.arg("x").tensor.shape) == 2]  # the rank variations aside
     available = terms(calls)
     numel = [c.arg("x").tensor.numel for c in calls]
     assert search([(n + 1) // 2 for n in numel], available) == BinOp("ceil//", Numel("x"),
@@ -200,10 +201,10 @@ def test_optional_output_decided_by_a_float_argument():
                SampleInput((_x(2, 5), 1.0))]
     rule = infer(quant, _observe_all(quant, samples))
     q, scale = rule.outputs
-    assert q.shape == (Dim("x", 0), Dim("x", -1)) and q.none_when is None
+    assert q.shape == (LeadingDims("x", 0),) and q.none_when is None
     assert q.dtype == DtypeRule("fixed", dtype="int8")
     assert scale.none_when == ("scale", "== 0")
-    assert scale.shape == (Dim("x", 0), Const(1))
+    assert scale.shape == (LeadingDims("x", 1), Const(1))
     assert scale.dtype == DtypeRule("fixed", dtype="float32")
 
 
@@ -222,15 +223,17 @@ def test_a_large_formula_fitted_only_with_the_held_out_calls_is_not_trusted():
     op = resolve_overload(f"{NS}::head.default")
     rule = infer(op, _observe_all(op, [SampleInput((_x(6, 4), 2)), SampleInput((_x(9, 3), 5))]))
     assert isinstance(rule.outputs[0].shape[0], Unbacked)
-    assert rule.notes == ["output 0 dim 0: the formula fitted on 16 calls failed on the 8 held "
-                          "out, and only a larger one fits all: none trusted, data-dependent"]
+    assert [n for n in rule.notes if n.startswith("output 0 dim 0")] == [
+        "output 0 dim 0: the formula fitted on 19 calls failed on the 9 held out, and only a "
+        "larger one fits all: none trusted, data-dependent"]
 
 
 def test_formula_is_not_unbacked_where_one_exists(bundled):
     op = resolve_overload("aclcap::silu_and_mul.default")
     declared = list(samples_for("aclcap::silu_and_mul")(torch.device("cpu"), torch.float32))
     rule = infer(op, _observe_all(op, declared))
-    assert rule.outputs[0].shape == (Dim("input", 0), BinOp("//", Dim("input", -1), Const(2)))
+    assert rule.outputs[0].shape == (LeadingDims("input", 1),
+                                     BinOp("//", Dim("input", -1), Const(2)))
     assert rule.outputs[0].dtype == DtypeRule("like", arg="input")
     assert rule.outputs[0].layout == LayoutRule("contiguous")
 
@@ -250,7 +253,7 @@ def test_bundled_two_outputs_dtype_like_and_fixed(bundled):
     declared = list(samples_for("aclcap::get_masked_input_and_mask")(torch.device("cpu"),
                                                                     torch.float32))
     ids, mask = infer(op, _observe_all(op, declared)).outputs
-    assert ids.shape == mask.shape == (Dim("input", 0),)
+    assert ids.shape == mask.shape == (LeadingDims("input", 0),)
     assert ids.dtype == DtypeRule("like", arg="input")  # int64 and int32 samples
     assert mask.dtype == DtypeRule("fixed", dtype="bool")
 
@@ -276,7 +279,7 @@ def test_schema_defects_name_the_corrected_line():
 def test_corrected_schema_keeps_existing_sets_and_defaults():
     schema = "ns::f.out(Tensor(a!) x, Tensor y, int[] s=[1, 2], *, Tensor? z=None) -> " \
              "(Tensor, Tensor)"
-    assert corrected_schema(schema, ["x", "z"], {1: "y"}) == (
+    assert OpSchema.parse(schema).corrected(["x", "z"], {1: "y"}).text(False) == (
         "f.out(Tensor(a!) x, Tensor(b) y, int[] s=[1, 2], *, Tensor(c!)? z=None) -> "
         "(Tensor, Tensor(b))")
 
@@ -291,3 +294,108 @@ def test_non_tensor_output_is_refused():
     op = resolve_overload(f"{NS}::count.default")
     with pytest.raises(SynthesisError, match="output 0 is int"):
         infer(op, [observe(op, (_x(3),)).call])
+
+
+def _terms(**columns: list[int]) -> list:
+    """Terms named `a`, `b`, ... as int arguments, each a column of values over the calls."""
+    from aclcap.meta.synthesize.expr_search import Term
+
+    return [Term(IntArg(name), tuple(values)) for name, values in columns.items()]
+
+
+def test_sums_of_products_and_scaled_divisions_are_searched_exhaustively():
+    from aclcap.meta.synthesize.emit_python import expr_source
+    from aclcap.meta.synthesize.rules import ItemSize
+
+    numel = [6, 14, 20, 9, 33, 12, 40, 7]
+    experts = [4, 8, 5, 4, 8, 5, 3, 6]
+    block = [16, 32, 17, 4, 16, 8, 32, 5]
+    available = _terms(numel=numel, experts=experts, block=block)
+    moe = search([n + e * (b - 1) for n, e, b in zip(numel, experts, block, strict=True)],
+                 available)
+    assert expr_source(moe) == "numel + experts * (block - 1)"
+    # a ScalarType's itemsize divides packed storage: (numel + 1) // (2 * itemsize)
+    from aclcap.meta.synthesize.expr_search import Term
+
+    itemsize = [1, 4, 2, 2, 1, 4, 2, 1]
+    packed = search([(n + 1) // (2 * i) for n, i in zip(numel, itemsize, strict=True)],
+                    [*_terms(numel=numel), Term(ItemSize("storage"), tuple(itemsize))])
+    assert evaluate_all(packed, numel, itemsize) == [
+        (n + 1) // (2 * i) for n, i in zip(numel, itemsize, strict=True)]
+    assert "storage.itemsize" in expr_source(packed)
+    broadcast = search([max(a, b) for a, b in zip(numel, block, strict=True)],
+                       _terms(numel=numel, block=block))
+    assert expr_source(broadcast) == "torch.sym_max(numel, block)"
+    assert search([n * n * e + 3 for n, e in zip(numel, experts, strict=True)],
+                  available) is None  # past the bounds: data-dependent, said as such
+
+
+def evaluate_all(expr, numel: list[int], itemsize: list[int]) -> list[int]:
+    from aclcap.meta.synthesize.emit_python import expr_source
+
+    source = expr_source(expr).replace("storage.itemsize", "i")
+    return [eval(source, {"numel": n, "i": i}) for n, i in zip(numel, itemsize, strict=True)]
+
+
+def test_sums_are_written_as_people_write_them():
+    from aclcap.meta.synthesize.emit_python import expr_source
+    from aclcap.meta.synthesize.expr_search import simplify
+
+    assert expr_source(simplify(BinOp("+", Const(1), BinOp("-", Dim("x", 0), IntArg("w"))))) \
+        == "x.shape[0] - w + 1"
+
+
+def test_unnamed_alias_sets_are_read_from_the_structured_schema():
+    lib = torch.library.Library("aclcap_aliastest", "DEF")
+    lib.define("norm(Tensor! out, Tensor input, Tensor? weight, float eps) -> ()")
+    op = torch.ops.aclcap_aliastest.norm.default
+    assert "$0" in str(op._schema)  # what torch prints, and its own parser rejects
+    schema = OpSchema.of(op)
+    assert schema.text() == ("aclcap_aliastest::norm(Tensor(a!) out, Tensor input, "
+                             "Tensor? weight, float eps) -> ()")
+    assert schema.args[0].write and torch._C.parse_schema(schema.text())
+
+
+def test_cpp_signatures_parse_and_read_as_people_write_them():
+    from aclcap.meta.synthesize.emit_cpp import pretty_type
+    from aclcap.meta.synthesize.signatures import parse_signature
+
+    sig = parse_signature("std::tuple<at::Tensor, at::Tensor> (at::Tensor const&, at::Tensor&, "
+                          "std::optional<at::Tensor>, long, c10::ArrayRef<long>)")
+    assert sig is not None and sig.ret == "std::tuple<at::Tensor, at::Tensor>"
+    assert [pretty_type(p) for p in sig.params] == [
+        "const at::Tensor&", "at::Tensor&", "std::optional<at::Tensor>", "int64_t",
+        "at::IntArrayRef"]
+    assert pretty_type("std::__cxx11::basic_string<char, std::char_traits<char>, "
+                       "std::allocator<char> > const&") == "const std::string&"
+    assert parse_signature("garbage") is None
+
+
+def test_comments_wrap_between_words_never_inside_code_or_lists():
+    from aclcap.meta.synthesize.emit_python import comment_lines
+
+    text = ("output 0 follows `q.shape[-1]` in every call, and [q.shape[0], q.shape[1], "
+            "v.shape[-1]] is the rule; Traceback (most recent call last) is never copied")
+    lines = comment_lines(text + "\nTraceback (most recent call last):\n  File x", "    ", "#",
+                          width=44)
+    assert all(len(line) <= 44 for line in lines)
+    joined = " ".join(line.removeprefix("    # ") for line in lines)
+    assert "`q.shape[-1]`" in [w for w in joined.split() if "q.shape[-1]" in w]
+    assert "[q.shape[0], q.shape[1], v.shape[-1]]" in "\n".join(lines)
+    assert "File x" not in joined
+
+
+def test_tied_dims_and_empty_calls_are_unproven_not_verified():
+    attn = _define("tied(Tensor q, Tensor v) -> Tensor",
+                   lambda q, v: q.new_zeros(q.shape[0], v.shape[-1]))
+    # every call has equal head dims and none varies v's alone: which one is unproven
+    calls = [observe(attn, (_x(n, d), _x(n + 3, d))).call for n, d in ((2, 8), (3, 16), (5, 12))]
+    rule = infer(attn, calls)
+    assert rule.unproven == ["output 0 follows `q` dim 1, which equalled `v` dim 1 in every "
+                             "call: give a sample where they differ"]
+    # a kernel that rejects the head dims differing ties them: nothing left unproven
+    assert infer(attn, calls, rejected=["v dim 1 alone: 8 -> 16"]).unproven == []
+    empty = _define("empty_rows(Tensor x) -> Tensor", lambda x: x.new_zeros(0, 4))
+    rule = infer(empty, [observe(empty, (_x(0, 4),)).call])
+    assert rule.unproven == ["output 0 had a dim of 0 in every call (every call was empty "
+                             "there): its size for non-empty inputs is unproven"]

@@ -27,7 +27,9 @@ FORMS = {
         (9, "SmallVector<int64_t>"), (15, "at::empty({...})"), (16, ".item()"),
         (17, "at::empty({...})")],
     "expand_qualified.cpp": [
-        (14, "at::empty({...})"), (14, "size()"), (17, "empty_symint({...})")],
+        (14, "at::empty({...})"), (14, "size()")],
+    # empty_symint({...}) only where an int64_t overload of that name exists
+    "symint_overloads.cpp": [(22, "empty_symint({...})")],
     "lib_name.cpp": [(5, "at::empty({...})"), (5, "size()"), (6, "numel()")],
     "torch_fn.cpp": [(6, "size()"), (7, "size()"), (8, "size()"), (9, "size()"),
                      (11, "size()")],
@@ -136,10 +138,11 @@ def test_escape_needs_a_reason(tmp_path: Path):
 
 # vllm-ascend's tools/check_symbolic_meta.py, restated: a line is flagged when it holds one
 # of these substrings, unless it or the line above carries the escape marker and a reason.
-# It scans whole files; aclcap's lint must flag at least its lines inside meta impls.
+# It scans whole files; aclcap's lint must flag at least its lines inside meta impls, but for
+# `empty_symint({`: ATen's empty_symint has no int64_t overload for a braced list to pick.
 ASCEND_PATTERNS = (
     ".size(", ".sizes(", ".numel(", "at::empty({", "torch::empty({", "at::zeros({",
-    "torch::zeros({", "empty_symint({", "std::vector<int64_t>", "at::SmallVector<int64_t",
+    "torch::zeros({", "std::vector<int64_t>", "at::SmallVector<int64_t",
     "c10::SmallVector<int64_t")
 _NOT_CODE = re.compile(r'"(?:\\.|[^"\\])*"|//.*')
 
@@ -183,11 +186,14 @@ def test_finds_all_that_vllm_ascend_scan_finds_in_meta_impls(path: Path):
 def test_vllm_ascend_style_meta_file():
     """On a meta file in vllm-ascend's layout, the scan's lines in the meta impls are all
     found, and one more it misses (`probs->size(1)`); the NPU kernel beside them, which the
-    whole-file scan flags, is left alone."""
+    whole-file scan flags, is left alone, and so is `at::empty_symint({sym, int})`, which
+    the scan's own `empty_symint({` pattern would flag."""
     ours = {f.line for f in lint([ASCEND])}
     scan = ascend_scan(ASCEND)
     assert ours - scan == {44}
     assert scan - ours == {57}
+    assert "at::empty_symint({logits.sym_size(0), top_k}" in ASCEND.read_text().split("\n")[44]
+    assert 45 not in ours
     assert {f.rule for f in lint([ASCEND]) if f.line == 14} == {"size()"}  # helper of 2
 
 
@@ -212,3 +218,15 @@ def test_missing_tree_sitter_is_a_clear_error(monkeypatch: pytest.MonkeyPatch):
     assert spec is not None and spec.loader is not None
     with pytest.raises(ImportError, match="pip install tree-sitter tree-sitter-cpp"):
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_python_file_that_does_not_parse_is_bad_input(tmp_path: Path):
+    """A fake in a file the lint cannot parse is not lint-clean: exit 2 naming the line."""
+    broken = tmp_path / "fakes.py"
+    broken.write_text("import torch\n\n\n@torch.library.register_fake('ns::op')\n"
+                      "def _(x):\n    return x.new_empty(int(x.shape[0]))\n\n"
+                      "def helper(:\n    pass\n")
+    run = aclcap("check-meta", "--lint", str(broken))
+    assert run.code == 2, run.stdout
+    (line,) = run.stderr.strip().splitlines()
+    assert f"{broken}:8:" in line and "cannot parse" in line and "concrete-size" not in line

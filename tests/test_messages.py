@@ -97,3 +97,86 @@ def test_long_messages_are_cut_in_the_middle_keeping_the_fix():
     assert summary(lazy, 160).endswith("wrap the kernel in an opaque custom op.")
     assert len(cut_middle("word " * 100, 60)) <= 60
     assert first_line(ValueError("\n\nfirst\nsecond")) == "ValueError: first second"
+
+
+def test_aclcap_errors_read_without_their_type(tmp_path):
+    """A UsageError met inside another message (a model file that --samples-from cannot
+    build) reads as its message, not `UsageError: ...` mid-line."""
+    from aclcap.errors import CaptureError, UsageError, first_line
+
+    assert first_line(UsageError("model file m.py: build_model raised ValueError: boom")) == \
+        "model file m.py: build_model raised ValueError: boom"
+    assert first_line(CaptureError("torch.export failed")) == "torch.export failed"
+    model = tmp_path / "raises.py"
+    model.write_text("def build_model(device, dtype):\n    raise ValueError('boom')\n\n\n"
+                     "def make_inputs(size, device, dtype):\n    return ()\n")
+    run = aclcap("check-meta", "--lib", "aclcap_ops", "--samples-from", str(model))
+    assert run.code == 2 and "UsageError" not in run.stderr, run.stderr
+    assert f"--samples-from {model}: model file {model}: build_model raised ValueError: " \
+        "boom" in run.stderr
+
+
+@pytest.mark.parametrize("command", ["capture", "bench"])
+def test_blank_graph_mode_lists_the_choices_plainly(command):
+    run = aclcap(command, str(ROOT / "examples" / "tiny_llama.py"), "--device", "cpu",
+                 "--graph-mode", "")
+    assert run.code == 2
+    (line,) = run.stderr.strip().splitlines()
+    both = ", or both comma-separated (full,piecewise)" if command == "bench" else ""
+    assert line == f"error: --graph-mode '': choose full or piecewise{both}", line
+
+
+def _bench_report(graph_host_us: float, mechanism: str = "aoti-piecewise"):
+    from aclcap.bench.run import BenchReport, BenchRow
+
+    rows = [BenchRow(1, "eager", "eager", 100.0, 110.0, 100.0, None, 90),
+            BenchRow(1, "graph", mechanism, graph_host_us, graph_host_us, graph_host_us,
+                     None, 1)]
+    return BenchReport("tiny", "cpu", "float32", mechanism, 9, rows)
+
+
+def test_graph_replay_that_costs_time_says_it_added():
+    from aclcap.report.bench import bench_lines
+
+    slower = "\n".join(bench_lines(_bench_report(150.0)))
+    assert "size 1: graph replay (aoti-piecewise) added 50% to eager's step time" in slower
+    assert "-50%" not in slower and "removed" not in slower
+    faster = "\n".join(bench_lines(_bench_report(40.0)))
+    assert "size 1: graph replay (aoti-piecewise) removed 60% of eager's step time" in faster
+
+
+def test_bench_title_names_each_graph_modes_mechanism():
+    """--graph-mode full,piecewise: the piecewise rows are aoti-piecewise, not the full
+    graph's aoti the title used to name alone."""
+    from dataclasses import replace
+
+    from aclcap.report.bench import bench_table
+    from tests.test_tables import render
+
+    report = _bench_report(40.0, "aoti")
+    report.rows.append(replace(report.rows[1], mode="piecewise", mechanism="aoti-piecewise"))
+    title = render(bench_table(report, 80), 80).split("┏")[0]
+    assert "(graph mode: aoti; piecewise: aoti-piecewise)" in title, title
+    alone = render(bench_table(_bench_report(40.0), 80), 80).split("┏")[0]
+    assert "(graph mode: aoti-piecewise)" in alone, alone
+
+
+def test_exit_1_names_its_reasons_missing_metas_and_synthesis():
+    """The summary counts missing metas apart from `failing`, and synthesis verdicts fail
+    a run whose checks pass: the last line says which made the exit code 1."""
+    from aclcap.meta.runner import MetaReport, MetaResult
+    from aclcap.meta.synthesize.pipeline import Synthesis, SynthesisRun
+    from aclcap.report.check_meta import exit_reasons
+    from aclcap.status import Status
+
+    rows = [MetaResult("ns::a.default", "ns::a(Tensor x) -> Tensor", ["CPU"], "MISSING",
+                       Status.MISSING),
+            MetaResult("ns::b.default", "ns::b(Tensor x) -> Tensor", ["CPU"], "register_fake",
+                       Status.PASS)]
+    report = MetaReport(rows, ["ns"])
+    assert "0 failing" in report.summary()
+    assert exit_reasons(report) == ["1 missing meta"]
+    unverified = SynthesisRun([Synthesis("ns::b.default", reason="no samples")], [], 1.0)
+    assert exit_reasons(MetaReport(rows[1:], ["ns"]), unverified) == [
+        "1 of 1 synthesized op(s) not verified (ns::b.default: see synthesis above)"]
+    assert exit_reasons(MetaReport(rows[1:], ["ns"])) == []

@@ -63,3 +63,59 @@ def test_check_op_passes_and_raises():
                        match=r"aclcap_testing_api::halve.default: fake impl output 0"):
         check_op("aclcap_testing_api::halve.default", [SampleInput((torch.randn(3, 8),))],
                  ("fake_vs_real",))
+
+
+def test_check_op_takes_the_default_overload_by_its_short_name():
+    """`ns::op` (the form @aclcap.samples accepts) is the default overload."""
+    lib = torch.library.Library("aclcap_testing_short", "DEF")
+    lib.define("double(Tensor x) -> Tensor")
+    lib.impl("double", lambda x: x * 2, "CPU")
+    torch.library.register_fake("aclcap_testing_short::double", lambda x: torch.empty_like(x),
+                                lib=lib)
+    check_op("aclcap_testing_short::double", [SampleInput((torch.randn(3, 8),))],
+             ("fake_vs_real",))
+
+
+def test_check_op_without_samples_fails():
+    with pytest.raises(AssertionError, match=r"aten::add.Tensor: no samples given"):
+        check_op("aten::add.Tensor", [])
+
+
+def test_failing_check_op_logs_nothing_from_torch_trace(caplog: pytest.LogCaptureFixture):
+    """torch's structured-trace logger (tlparse's) would fill "Captured log call" with
+    dozens of empty DEBUG lines under the failure."""
+    lib = torch.library.Library("aclcap_testing_quiet", "DEF")
+    lib.define("halve(Tensor x) -> Tensor")
+    lib.impl("halve", lambda x: x[..., : x.shape[-1] // 2].clone(), "CPU")
+    torch.library.register_fake("aclcap_testing_quiet::halve", lambda x: torch.empty_like(x),
+                                lib=lib)
+    with pytest.raises(AssertionError, match="fake impl output 0"):
+        check_op("aclcap_testing_quiet::halve", [SampleInput((torch.randn(3, 8),))])
+    assert [r.name for r in caplog.records if r.name.startswith("torch.__trace")] == []
+
+
+def test_plugin_skip_names_the_op_and_the_plugin_option(pytester: pytest.Pytester):
+    result = pytester.runpytest_subprocess(
+        *_plugin_args(), "--aclcap-lib", str(BADOPS), "--aclcap-namespace", "aclcap_test",
+        "-k", "no_samples", "-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)
+    (line,) = [x for x in result.outlines if x.startswith("SKIPPED")]
+    assert "pytest_plugin.py" not in line
+    assert "aclcap_test::no_samples.default not_exercised: no sample inputs" in line
+    assert "--aclcap-samples-from MODEL.py" in line and "--samples-from" not in \
+        line.replace("--aclcap-samples-from", "")
+
+
+def test_plugin_reads_its_ini_keys_and_the_command_line_overrides(pytester: pytest.Pytester):
+    """`aclcap_lib` / `aclcap_namespace` / ... in pytest.ini (or [tool.pytest.ini_options])
+    as for any plugin; a flag given on the command line wins."""
+    pytester.makeini(f"[pytest]\naclcap_lib = {BADOPS}\naclcap_namespace =\n"
+                     "    no_such_ns\n    nor_this_one\naclcap_timeout = 5\n")
+    from_ini = pytester.runpytest_subprocess(*_plugin_args(), "-p", "no:cacheprovider")
+    assert from_ini.ret == pytest.ExitCode.USAGE_ERROR  # the library loaded, both read
+    assert "aclcap: --namespace no_such_ns, nor_this_one: no op is registered there; " \
+        "namespaces with custom ops: aclcap_crash, aclcap_test" in from_ini.stderr.str()
+    overridden = pytester.runpytest_subprocess(
+        *_plugin_args(), "--aclcap-namespace", "aclcap_test", "-k", "good",
+        "-p", "no:cacheprovider")
+    overridden.assert_outcomes(passed=1)

@@ -136,9 +136,9 @@ def test_ops_fit_80_columns_and_show_all_at_ops_wide():
 
 
 def test_check_meta_fits_80_columns_in_3_lines_per_op(checked):
-    text = render(meta_report.render(checked, NARROW), NARROW)
+    text = render(meta_report.render(checked, NARROW, every=True), NARROW)
     assert_fits(text, NARROW, ("op / meta impl", "kernels", "status", "not_exercised",
-                               "register_fake (badops.py:46)", "4 samples"))
+                               "register_fake (badops.py:47)", "4 samples"))
     lines = text.splitlines()
     body = lines[next(i for i, line in enumerate(lines) if line.startswith("┡")) + 1:
                  next(i for i, line in enumerate(lines) if line.startswith("└")) + 1]
@@ -152,6 +152,75 @@ def test_check_meta_fits_80_columns_in_3_lines_per_op(checked):
 
 
 def test_check_meta_keeps_schema_and_reasons_at_120(checked):
-    text = render(meta_report.render(checked, WIDE), WIDE)
+    text = render(meta_report.render(checked, WIDE, every=True), WIDE)
     assert_fits(text, WIDE, ("op / schema", "meta impl", "reasons", "(Tensor x) -> Tensor",
                              "samples: 4 declared"))
+
+
+def big_library(real: MetaReport, count: int = 250) -> MetaReport:
+    """A vendor library's shape: the real rows among many not_exercised and passing ones
+    with long names and long kernel lists."""
+    template = next(r for r in real.results if r.status == Status.NOT_EXERCISED)
+    extra = [replace(template, op=f"npu::npu_fused_infer_attention_v{i}.default",
+                     kernels=["CPU", "Meta", "CompositeExplicitAutograd"] if i % 2 else ["CPU"],
+                     status=Status.NOT_EXERCISED if i % 3 else Status.PASS,
+                     findings=template.findings if i % 3 else [], check_s=0.1 * i)
+             for i in range(count)]
+    return replace(real, results=[*extra[:count // 2], *real.results, *extra[count // 2:]])
+
+
+def _line_of(text: str, words: str) -> bool:
+    return any(words in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("width", [NARROW, WIDE])
+def test_check_meta_prints_problems_first_and_counts_the_rest(checked, width):
+    """258 ops: the failing and warning rows only, failing first, op names whole; one line
+    counts the rows not shown per status; --all prints every row; JSON keeps them all."""
+    big = big_library(checked)
+    text = render(meta_report.render(big, width), width)
+    problems = [r for r in big.results if meta_report.problem(r)]
+    assert problems and len(problems) < 15
+    assert_fits(text, width, ("not shown: ", "(--all prints every row)"))
+    for r in problems:
+        assert _line_of(text, r.op), (r.op, text)
+    assert "npu_fused_infer_attention" not in text
+    shown = [r.op for r in meta_report.shown_rows(big, every=False)]
+    failing = [r.op for r in big.results if r.status in {"fail", "missing", "crashed", "timeout"}]
+    assert shown[:len(failing)] == [op for op in shown if op in failing]
+    hidden = {s: sum(r.status == s and not meta_report.problem(r) for r in big.results)
+              for s in ("pass", "not_exercised")}
+    assert f"{hidden['pass']} pass" in text and f"{hidden['not_exercised']} not_exercised" in text
+    every = render(meta_report.render(big, width, every=True), width)
+    assert all(_line_of(every, r.op) for r in big.results) and "not shown" not in every
+    assert len(meta_report.to_document(big, "cpu")["results"]) == len(big.results)
+
+
+def test_slowest_ops_line_fits_the_width(checked):
+    big = big_library(checked)
+    line = meta_report.durations_line(big, width=NARROW)  # one op at least, then what fits
+    assert line.startswith("slowest ops") and ".default 24.9 s" in line and ", " not in line
+    assert_fits(render(line, NARROW), NARROW, ("slowest ops",))
+    assert meta_report.durations_line(big).count(".default") == 5  # no width: all five
+
+
+@pytest.mark.parametrize("width", [40, NARROW, WIDE])
+def test_lint_finding_is_path_line_col_on_one_line_at_any_width(width):
+    from aclcap.meta.lint import lint
+    from aclcap.report import lint as lint_report
+
+    findings = lint([ROOT / "tests" / "fixtures" / "lint"])
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(lint_report.render(findings, width), crop=False)
+    text = console.export_text()
+    for f in findings:
+        location = f"{f.file.replace(str(ROOT) + '/', '')}:{f.line}:{max(f.column, 1)}"
+        assert _line_of(text, location), (location, text)
+
+
+def test_compiles_line_names_no_backend_it_does_not_know(captured):
+    from aclcap.graph.backends.base import BackendSummary
+
+    lines = capture_report.trace_lines(replace(captured, backend=BackendSummary()))
+    compiles = next(line for line in lines if line.startswith("compiles at sizes"))
+    assert "None" not in compiles and compiles.endswith("(torch.compile)"), compiles

@@ -79,11 +79,41 @@ def test_stride_order_is_kept():
 
 def test_impossible_variations_are_none():
     op = torch.ops.aten.mul.Tensor
-    assert vary_dim(op, SampleInput((torch.empty(0, 3), 2.0)), "self", 0, 4) is None
+    assert vary_dim(op, SampleInput((torch.empty(4, 3), 2.0)), "self", 0, 0) is None
     assert vary_dim(op, SampleInput((torch.empty(4, 3), 2.0)), "other", 0, 4) is None
     assert vary_dim(op, SampleInput((torch.empty(4, 3), 2.0)), "self", 2, 4) is None
     huge = SampleInput((torch.empty(1 << 20, 16), 2.0))
     assert vary_dim(op, huge, "self", 1, 1 << 10) is None  # 4 GiB: over the byte cap
+
+
+def test_an_empty_dim_grows_to_zeros_and_offsets_follow_the_tokens():
+    op = torch.ops.aten.mul.Tensor
+    grown = vary_dim(op, SampleInput((torch.empty(0, 3), 2.0)), "self", 0, 4)
+    assert grown is not None and torch.equal(grown.args[0], torch.zeros(4, 3))
+    op = torch.ops.aten.index_select.default  # any op with a 1-D int tensor beside a dim
+    x, cu = torch.randn(7, 3), torch.tensor([0, 3, 7])
+    varied = vary_dim(op, SampleInput((x, 0, cu)), "self", 0, 14)
+    assert varied is not None and varied.args[2].tolist() == [0, 6, 14]
+    lengths = vary_dim(op, SampleInput((x, 0, torch.tensor([3, 4]))), "self", 0, 14)
+    assert lengths is not None and lengths.args[2].tolist() == [6, 8]
+    # the token dim alone, its offsets left behind, is outside the op's contract
+    assert vary_dim(op, SampleInput((x, 0, cu)), "self", 0, 14, alone=True) is None
+
+
+def test_rank_and_layout_variations_keep_shapes_and_values(bundled):
+    op = _op("rms_norm")
+    sample = _sample(bundled, "rms_norm")
+    made = {v.description: v.sample for v in variations(op, sample)
+            if v.kind in ("rank", "layout")}
+    x = sample.args[0]
+    added = next(s for d, s in made.items() if "leading dim of 3 added" in d)
+    assert added.args[0].shape == (3, *x.shape) and torch.equal(added.args[0][1], x)
+    dropped = next(s for d, s in made.items() if "leading dim dropped" in d)
+    assert dropped.args[0].shape == x.shape[1:]
+    transposed = made["input: transposed in memory"].args[0]
+    assert torch.equal(transposed, x) and transposed.stride() == (1, x.shape[0])
+    strided = made["input: strided rows"].args[0]
+    assert torch.equal(strided, x) and strided.stride() == (2 * x.shape[1], 1)
 
 
 def test_variations_are_deterministic_bounded_and_kinded(bundled):
@@ -93,8 +123,9 @@ def test_variations_are_deterministic_bounded_and_kinded(bundled):
     assert first == [v.description for v in variations(op, sample)]
     assert len(first) == len(set(first))
     kinds = [v.kind for v in variations(op, sample)]
-    assert kinds == sorted(kinds, key=["values", "dim", "dim-alone", "int", "float", "dtype"].index)
-    assert {"values", "dim", "dim-alone", "dtype"} <= set(kinds)
+    assert {"values", "dim", "dim-alone", "dtype", "rank"} <= set(kinds)
+    # kinds take turns, so a limit never leaves a whole kind out
+    assert set(kinds[:8]) >= {"dim", "dim-alone", "dtype", "rank"}
     assert first[:2] == ["key, value, key_cache, value_cache, slot_mapping: values redrawn",
                          "key dim 0, value dim 0, slot_mapping dim 0: 5 -> 10"]
     assert len(list(variations(op, sample, limit=4))) == 4
@@ -133,11 +164,16 @@ def test_dtype_variation_keeps_other_dtypes():
     scale = torch.randn(3, dtype=torch.float32)
     dtypes = [v for v in variations(op, SampleInput((x, x.clone(), scale)))
               if v.kind == "dtype"]
-    assert [v.description for v in dtypes] == ["self, tensor1: bfloat16 -> float32",
-                                               "self, tensor1: bfloat16 -> float16"]
-    for v in dtypes:  # bfloat16 is the main dtype (two tensors); the float32 scale stays
+    assert [v.description for v in dtypes] == [
+        "self, tensor1: bfloat16 -> float32", "self, tensor1: bfloat16 -> float16",
+        "self alone: bfloat16 -> float32", "self alone: bfloat16 -> float16",
+        "tensor1 alone: bfloat16 -> float32", "tensor1 alone: bfloat16 -> float16",
+        "tensor2 alone: float32 -> bfloat16", "tensor2 alone: float32 -> float16"]
+    for v in dtypes[:2]:  # bfloat16 is the main dtype (two tensors); the float32 scale stays
         assert v.sample.args[2].dtype == torch.float32
         assert v.sample.args[0].dtype == v.sample.args[1].dtype != torch.bfloat16
+    alone = dtypes[2].sample.args  # then each tensor alone: promotion shows
+    assert (alone[0].dtype, alone[1].dtype) == (torch.float32, torch.bfloat16)
     assert x.dtype == torch.bfloat16
 
 

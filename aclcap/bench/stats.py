@@ -44,12 +44,13 @@ class Stability:
 
     @property
     def unstable(self) -> bool:
-        return self.wide_spread or self.wide_interval
-
-    @property
-    def blames_interval(self) -> bool:
-        """Flagged by its speedup's interval alone: a wide spread is the reason named first."""
-        return self.wide_interval and not self.wide_spread
+        """The interval of the figure the row reports is too wide to trust: its speedup's,
+        where it has one (eager's is [1, 1]: eager's noise widens the other modes'
+        intervals instead); without eager rounds to pair with, its spread stands in. A
+        wide spread alone is no flag: the median of many rounds can be steady over it."""
+        if self.speedup is not None and self.speedup_ci is not None:
+            return self.wide_interval
+        return self.wide_spread
 
 
 def stability(times: list[float], eager: list[float] | None = None) -> Stability:

@@ -31,11 +31,28 @@ class ReplayCheck:
         return self.comparison.reasons + (self.logprobs.reasons if self.logprobs else [])
 
 
-def _labelled(outputs: Any, args: tuple, mutated: list[int]) -> dict[str, Any]:
+def _labelled(outputs: Any, args: tuple, mutated: list[int], buffers: dict[str, Any]
+              ) -> dict[str, Any]:
     leaves = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     labelled: dict[str, Any] = {f"output {i}": o for i, o in enumerate(leaves)}
     labelled.update({f"input {i} (mutated)": args[i] for i in mutated})
+    labelled.update({f"buffer {name} (mutated)": b for name, b in buffers.items()})
     return labelled
+
+
+def _eager_from_same_state(model: torch.nn.Module, args: tuple
+                           ) -> tuple[Any, tuple, list[int], dict[str, torch.Tensor]]:
+    """`eager_step`, plus the model's buffers it wrote (a KV cache the model owns), with
+    every buffer put back as it was: the replay that follows starts from the state eager
+    started from, and leaves the model in the state it reaches itself."""
+    buffers = dict(model.named_buffers())
+    before = {name: b.clone() for name, b in buffers.items()}
+    out, after, mutated = eager_step(model, args)
+    written = {name: b.clone() for name, b in buffers.items()
+               if not torch.equal(b, before[name])}
+    for name, b in buffers.items():
+        b.copy_(before[name])  # in place: a replay holds the model's own buffers
+    return out, after, mutated, written
 
 
 def eager_step(model: torch.nn.Module, args: tuple) -> tuple[Any, tuple, list[int]]:
@@ -55,10 +72,10 @@ def _first(outputs: Any) -> Any:
 def replay_check(step: StepContext, cap: Captured, args: tuple, logits: bool = False
                  ) -> ReplayCheck:
     """Replay `cap` on a copy of `args` (padded up to its size when `args` are smaller) and
-    compare with eager on `args` itself."""
+    compare with eager on `args` itself, both from the same model state."""
     size = next((a.shape[d] for a, ds in zip(args, step.dims, strict=True) for d in ds),
                 cap.size)
-    want_out, want_args, mutated = eager_step(step.model, args)
+    want_out, want_args, mutated, want_buffers = _eager_from_same_state(step.model, args)
     got_args = clone_tensors(args)
     if size != cap.size:
         padded = pad_to(got_args, step.dims, size, cap.size)
@@ -66,8 +83,10 @@ def replay_check(step: StepContext, cap: Captured, args: tuple, logits: bool = F
         got_args = unpad(padded, step.dims, size)
     else:
         got_out = cap.replay(got_args)
-    result = compare(_labelled(want_out, want_args, mutated),
-                     _labelled(got_out, got_args, mutated), step.tolerance)
+    buffers = dict(step.model.named_buffers())
+    got_buffers = {name: buffers[name] for name in want_buffers}
+    result = compare(_labelled(want_out, want_args, mutated, want_buffers),
+                     _labelled(got_out, got_args, mutated, got_buffers), step.tolerance)
     lp = None
     want0, got0 = _first(want_out), _first(got_out)
     if logits and isinstance(want0, torch.Tensor) and isinstance(got0, torch.Tensor) \

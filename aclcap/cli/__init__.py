@@ -4,11 +4,12 @@ one table (_errors.py): 0 passed, 1 a check failed, 2 bad input, 3 a bug of aclc
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
-from aclcap.cli._errors import OneLineErrors, state
+from aclcap.cli._errors import OneLineErrors, closed_pipe, state
 from aclcap.cli.bench import bench
 from aclcap.cli.build import build
 from aclcap.cli.capture import capture
@@ -41,5 +42,9 @@ app.command()(bench)
 
 
 def main() -> None:
-    """Console entry point."""
-    app()
+    """Console entry point. A closed stdout met outside a command (its --help piped to
+    `head`) ends as quietly as one met inside it."""
+    try:
+        app()
+    except BrokenPipeError:
+        sys.exit(closed_pipe())

@@ -5,6 +5,7 @@ or without --debug, which only adds the traceback."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -22,6 +23,8 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError
 from aclcap.errors import CaptureError, UsageError, error_line, first_line
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# A closed stdout: 1, as Python exits on EPIPE (its documented recipe) and rich's consoles do.
+EXIT_CLOSED_PIPE = 1
 _EXIT_CODES: tuple[tuple[type[BaseException], int, str], ...] = (
     (UsageError, EXIT_BAD_INPUT, "error"),
     (CaptureError, EXIT_FAILED, "capture failed"),
@@ -53,6 +56,16 @@ def print_error(label: str, message: str) -> None:
                       soft_wrap=True)
 
 
+def closed_pipe() -> int:
+    """Stdout's reader is gone (`aclcap ... | head -1`): end quietly, as `cat` does. Stdout
+    points at /dev/null from here, so the interpreter's last flush at exit cannot fail
+    again (Python's documented recipe for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_CLOSED_PIPE
+
+
 def handle_errors(command: F) -> F:
     """Run a command with the exception table applied; --debug prints the traceback first
     and exits with the same code."""
@@ -66,6 +79,8 @@ def handle_errors(command: F) -> F:
         except KeyboardInterrupt:
             err_console.print("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except BrokenPipeError:
+            raise typer.Exit(closed_pipe()) from None
         except Exception as exc:
             if state.debug:
                 sys.stderr.write(traceback.format_exc())

@@ -3,7 +3,8 @@ validation before any work starts, the progress bar, and torch's log noise."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Annotated
 
@@ -20,39 +21,44 @@ from rich.progress import (
 from aclcap.cli._errors import err_console, state
 from aclcap.errors import UsageError
 
-JsonOpt = Annotated[
-    str | None,
-    typer.Option("--json", metavar="PATH",
-                 help="Also write the results as one JSON document to PATH ('-' for stdout)."),
-]
+# --help's panels, the same in every command. Each help is one short line that fits 80
+# columns uncut (tests/test_help.py); the README says the rest.
+INPUTS, CHECKS, GRAPH, RANKS, OUTPUT = "Inputs", "Checks", "Graph mode", "Ranks (--nproc)", \
+    "Output"
+
+JsonOpt = Annotated[str | None, typer.Option(
+    "--json", metavar="PATH", rich_help_panel=OUTPUT,
+    help="Also write the results as JSON to PATH ('-': stdout).")]
 DeviceOpt = Annotated[str, typer.Option(
-    help="auto (npu > cuda > cpu), cpu (AOTInductor), cuda (CUDA graphs) or npu (aclgraph).")]
-DtypeOpt = Annotated[str, typer.Option(help="float32, bfloat16 or float16.")]
+    metavar="DEVICE", rich_help_panel=INPUTS, help="auto (npu > cuda > cpu), cpu, cuda or npu.")]
+DtypeOpt = Annotated[str, typer.Option(metavar="DTYPE", rich_help_panel=INPUTS,
+                                       help="float32, bfloat16 or float16.")]
 ShapesOpt = Annotated[str | None, typer.Option(
-    "--shapes", metavar="1,2,4,8", help="Sizes (tokens per step) to capture; default: the "
-    "model file's SHAPES, else 1,2,4,8.")]
+    "--shapes", metavar="1,2,4,8", rich_help_panel=INPUTS,
+    help="Sizes (tokens per step); default: the model file's SHAPES.")]
 
 NprocOpt = Annotated[int | None, typer.Option(
-    "--nproc", metavar="N", min=1, help="Run on N tensor-parallel ranks of torch.distributed "
-    "(gloo on cpu, nccl on cuda, hccl on npu; one device each); the default process group is up "
-    "before build_model is called. At most the devices present (cuda, npu) or the cores (cpu), "
-    "and as many as the memory holds at about 1 GiB a rank.")]
+    "--nproc", metavar="N", min=1, rich_help_panel=RANKS,
+    help="Run on N tensor-parallel ranks, one device each.")]
 OversubscribeOpt = Annotated[bool, typer.Option(
-    "--oversubscribe", help="With --nproc on cpu: allow more ranks than cores.")]
+    "--oversubscribe", rich_help_panel=RANKS, help="On cpu: allow more ranks than cores.")]
 TimeoutOpt = Annotated[float, typer.Option(
-    "--timeout", metavar="SECONDS", min=0.1, help="With --nproc: a rank that has not reached its "
-    "next phase (the next size, say) within this time is reported (which collective it waits in, "
-    "at which model line, or that it is busy in its own work) and every rank is ended.")]
+    "--timeout", metavar="SECONDS", min=0.1, rich_help_panel=RANKS,
+    help="A rank stuck this long is diagnosed; all ranks end.")]
 PortOpt = Annotated[int, typer.Option(
-    "--port", min=0, max=65535, help="With --nproc: the loopback port of the ranks' TCPStore "
-    "(0: any free port).")]
+    "--port", metavar="PORT", min=0, max=65535, rich_help_panel=RANKS,
+    help="The ranks' TCPStore port (0: any free one).")]
 MaxAutotuneOpt = Annotated[bool, typer.Option(
-    "--max-autotune", help="cpu: compile the AOTI artifact with Inductor's max_autotune and "
-    "freezing (C++ GEMM templates over prepacked weights): a faster replay for a slower "
-    "first compile (cached afterwards).")]
+    "--max-autotune", rich_help_panel=GRAPH,
+    help="cpu: compile AOTI with max_autotune and freezing.")]
 PerRankOpt = Annotated[bool, typer.Option(
-    "--per-rank", help="With --nproc: print every rank's rows, not only the worst rank's per "
-    "size (the JSON always holds every rank's).")]
+    "--per-rank", rich_help_panel=RANKS, help="Print every rank's rows, not the worst's.")]
+GraphModeOpt = Annotated[str, typer.Option(
+    "--graph-mode", metavar="MODE", rich_help_panel=GRAPH,
+    help="full (a graph per size) or piecewise (split at ops; cpu).")]
+SplitOpsOpt = Annotated[str | None, typer.Option(
+    "--split-ops", metavar="NS::OP,...", rich_help_panel=GRAPH,
+    help="Piecewise: the ops to split at (default: SPLITTING_OPS).")]
 
 
 # The names of graph/step.py's DTYPES, checked here before torch (which that map needs) is
@@ -65,11 +71,41 @@ def check_dtype_name(name: str) -> None:
         raise UsageError(f"--dtype {name!r}: choose one of {', '.join(DTYPE_NAMES)}")
 
 
+def check_graph_mode(value: str, several: bool = False) -> None:
+    """--graph-mode is one of the modes (bench: several, comma-separated), said plainly
+    before parse_graph_mode reads it."""
+    from aclcap.graph.options import GRAPH_MODES
+
+    modes = [m.strip() for m in value.split(",")] if several else [value]
+    if not value.strip() or any(m not in GRAPH_MODES for m in modes):
+        choices = " or ".join(GRAPH_MODES)
+        both = f", or both comma-separated ({','.join(GRAPH_MODES)})" if several else ""
+        raise UsageError(f"--graph-mode {value!r}: choose {choices}{both}")
+
+
 def check_model_path(path: Path | str) -> None:
     """The model file exists and is a file: checked before anything is imported."""
     from aclcap.loading.model_file import check_model_file
 
     check_model_file(Path(path))
+
+
+def check_library_option(spec: str) -> None:
+    """--lib names an existing library, by path or module; a folder is said to be one
+    (loading it would fail in dlopen's words, "could not load this library")."""
+    from aclcap.loading.libraries import check_library_path
+
+    folder = Path(spec).is_dir()
+    try:
+        check_library_path(spec)
+    except UsageError:
+        if not folder:
+            raise
+    else:
+        if not folder or "/" not in spec:  # `--lib aclcap_ops` in a checkout: the module
+            return
+    raise UsageError(f"--lib {spec}: is a directory; pass the op library's .so or .py file "
+                     "in it, or an importable module name")
 
 
 def check_output_path(option: str, path: str | Path | None) -> None:
@@ -81,6 +117,55 @@ def check_output_path(option: str, path: str | Path | None) -> None:
         raise UsageError(f"{option} {path}: is a folder; give a file name")
     if not target.parent.is_dir():
         raise UsageError(f"{option} {path}: folder {target.parent} does not exist")
+    try:  # the one sure test (root may write anywhere but /proc): open it, leave no file
+        if target.exists():
+            target.open("a").close()
+        else:
+            target.open("x").close()
+            target.unlink()
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot be written ({exc.strerror}); give a path "
+                         "in a writable folder") from None
+
+
+def check_split_ops(model: Path | str, split_ops: tuple[str, ...] | None) -> None:
+    """Each --split-ops op is registered once the model file has loaded its op libraries:
+    an unknown name splits nowhere, and the run would capture one whole graph in silence.
+    The model file is imported here (once per process: the run reuses it)."""
+    if not split_ops:
+        return
+    import torch
+
+    from aclcap.loading.model_file import load_model_file
+
+    load_model_file(model)
+    known = {name.split(".", 1)[0] for name in torch._C._dispatch_get_all_op_names()}
+    for op in split_ops:
+        if op not in known:
+            raise UsageError(f"--split-ops {op}: {_unknown_op(op, known)}")
+
+
+def _unknown_op(op: str, known: Collection[str]) -> str:
+    """What is registered near `op`: close names (difflib), else its namespace's ops, else
+    the custom namespaces there are."""
+    from aclcap.loading.libraries import custom_namespaces
+
+    namespace, name = op.split("::", 1)
+    siblings = sorted(n for n in known if n.startswith(namespace + "::"))
+    if siblings:  # the names alone: a shared namespace would make every op look close
+        bare = [n.split("::", 1)[1] for n in siblings]
+        close = [f"{namespace}::{n}" for n in difflib.get_close_matches(name, bare, n=3)]
+    else:
+        close = difflib.get_close_matches(op, known, n=3)
+    where = f"no op of that name in namespace {namespace}" if siblings else \
+        f"no op of namespace {namespace} is registered (custom namespaces: " \
+        f"{', '.join(custom_namespaces()) or 'none'})"
+    if close:
+        return f"{where}; did you mean {' or '.join(close)}?"
+    if siblings:
+        more = f" and {len(siblings) - 8} more" if len(siblings) > 8 else ""
+        return f"{where}; it has {', '.join(siblings[:8])}{more}"
+    return f"{where}; give ops as namespace::name from the model's op libraries"
 
 
 def progress_bar() -> Progress:

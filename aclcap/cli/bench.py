@@ -11,6 +11,8 @@ from rich.markup import escape
 from aclcap.bench.options import BenchOptions
 from aclcap.cli._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, handle_errors
 from aclcap.cli._options import (
+    GRAPH,
+    OUTPUT,
     DeviceOpt,
     DtypeOpt,
     JsonOpt,
@@ -19,66 +21,71 @@ from aclcap.cli._options import (
     OversubscribeOpt,
     PortOpt,
     ShapesOpt,
+    SplitOpsOpt,
     TimeoutOpt,
     check_dtype_name,
+    check_graph_mode,
     check_model_path,
     check_output_path,
+    check_split_ops,
     progress_bar,
     quiet_torch,
     stepper,
 )
 
+TIMING = "Timing"
+
 
 @handle_errors
 def bench(
-    model: Annotated[Path | None, typer.Argument(metavar="[MODEL.py]", help="A model file; "
-                     "default: examples/tiny_llama.py of a source checkout.")] = None,
+    model: Annotated[Path | None, typer.Argument(
+        metavar="[MODEL.py]", help="A model file (default: examples/tiny_llama.py).")] = None,
     shapes: ShapesOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
-    modes: Annotated[str, typer.Option(help="Comma-separated: eager (plain module), compiled "
-                     "(torch.compile, inductor), graph (aclgraph / cudagraph / aoti replay).")
-                     ] = "eager,compiled,graph",
-    rounds: Annotated[int, typer.Option(min=5, help="Interleaved rounds (at least 5); medians and "
-                      "p90 are over rounds.")] = 7,
-    min_time: Annotated[float, typer.Option("--min-time", min=0, help="Seconds the timing "
-                        "runs at least: past --rounds, rounds continue so a run samples a "
-                        "shared machine over seconds, not one moment of it (at most 60 "
-                        "rounds).")] = 3.0,
-    max_time: Annotated[float, typer.Option("--max-time", min=0, help="Seconds the timing may "
-                        "run: past --rounds, rounds extend while a row's spread (p90/median) "
-                        "is past 1.25 or its speedup's 95% interval is wider than ±7%; a row "
-                        "still past either is flagged unstable.")] = 20.0,
-    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.png", help="Also plot "
-                    "step time against size, one line per mode (needs the plot extra).")
-                    ] = None,
-    save_baseline: Annotated[Path | None, typer.Option("--save-baseline", metavar="FILE",
-                             help="Write this run's JSON document to FILE.")] = None,
-    baseline: Annotated[Path | None, typer.Option("--baseline", metavar="FILE", help="Compare "
-                        "ratios (mode/eager, kernel/reference) with FILE; exit 1 on a "
-                        "regression.")] = None,
-    max_regression: Annotated[float, typer.Option(min=0.0, help="Allowed growth of a ratio "
-                              "over the baseline (0.10 = 10%).")] = 0.10,
-    ops: Annotated[bool, typer.Option("--ops", help="Also time every bundled op against its "
-                   "eager reference and the memory-traffic floor.")] = False,
-    pad: Annotated[bool, typer.Option("--pad", help="Also time each size between capture "
-                   "sizes on its own graph and padded onto the next one.")] = False,
-    profile: Annotated[bool, typer.Option("--profile", help="Also profile a few steps of "
-                       "each size and mode (torch.profiler): top ops by self time as a "
-                       "share of the step, side by side per mode.")] = False,
-    max_autotune: MaxAutotuneOpt = False,
+    modes: Annotated[str, typer.Option(
+        metavar="MODES", rich_help_panel=TIMING,
+        help="Comma-separated: eager, compiled, graph.")] = "eager,compiled,graph",
+    rounds: Annotated[int, typer.Option(
+        metavar="N", min=5, rich_help_panel=TIMING,
+        help="Interleaved rounds, at least 5.")] = 7,
+    min_time: Annotated[float, typer.Option(
+        "--min-time", metavar="SECONDS", min=0, rich_help_panel=TIMING,
+        help="Seconds the rounds run at least.")] = 3.0,
+    max_time: Annotated[float, typer.Option(
+        "--max-time", metavar="SECONDS", min=0, rich_help_panel=TIMING,
+        help="Seconds they may run on while a row is unsteady.")] = 20.0,
+    ops: Annotated[bool, typer.Option(
+        "--ops", rich_help_panel=TIMING,
+        help="Also time each bundled op against its reference.")] = False,
+    pad: Annotated[bool, typer.Option(
+        "--pad", rich_help_panel=TIMING,
+        help="Also time the sizes between, padded up.")] = False,
+    profile: Annotated[bool, typer.Option(
+        "--profile", rich_help_panel=TIMING,
+        help="Also profile: top ops per size and mode.")] = False,
     graph_mode: Annotated[str, typer.Option(
-        "--graph-mode", metavar="full,piecewise", help="What graph mode replays: full (one "
-        "graph per size), piecewise (split at the splitting ops; cpu only so far), or both "
-        "comma-separated (piecewise then gets rows of its own).")] = "full",
-    split_ops: Annotated[str | None, typer.Option(
-        "--split-ops", metavar="NS::OP,...", help="With piecewise: the ops to split at, "
-        "instead of the model file's SPLITTING_OPS.")] = None,
+        "--graph-mode", metavar="MODES", rich_help_panel=GRAPH,
+        help="full, piecewise, or both (full,piecewise).")] = "full",
+    split_ops: SplitOpsOpt = None,
+    max_autotune: MaxAutotuneOpt = False,
     nproc: NprocOpt = None,
     oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
     json_path: JsonOpt = None,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", metavar="FILE.png", rich_help_panel=OUTPUT,
+        help="Also plot step time per size (plot extra).")] = None,
+    save_baseline: Annotated[Path | None, typer.Option(
+        "--save-baseline", metavar="FILE", rich_help_panel=OUTPUT,
+        help="Write this run's JSON to FILE.")] = None,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", metavar="FILE", rich_help_panel=OUTPUT,
+        help="Compare with FILE; exit 1 on a regression.")] = None,
+    max_regression: Annotated[float, typer.Option(
+        metavar="FRACTION", min=0.0, rich_help_panel=OUTPUT,
+        help="Ratio growth allowed (0.10: 10%).")] = 0.10,
 ) -> None:
     """Time eager vs compiled vs graph replay per size, interleaved in rounds in one process:
     step median and p90, host and device time, launches per step, speedup vs eager. Exit 1
@@ -108,6 +115,7 @@ def bench(
     from aclcap.errors import UsageError
     from aclcap.graph.options import parse_graph_mode
 
+    check_graph_mode(graph_mode, several=True)
     graph_modes, splits = parse_graph_mode(graph_mode, split_ops, several=True)
     if "piecewise" in graph_modes and nproc is not None:
         raise UsageError("--graph-mode piecewise runs one process: leave out --nproc")
@@ -119,6 +127,10 @@ def bench(
         from aclcap import _forkserver
 
         _forkserver.start()  # the ranks' server imports torch while this process does
+    if splits:
+        from aclcap.bench.run import default_model
+
+        check_split_ops(model or default_model(), splits)  # needs the model's op libraries
     options = BenchOptions(
         model=str(model) if model else None, shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,

@@ -16,11 +16,11 @@ from aclcap.cli._options import JsonOpt, check_output_path, progress_bar
 def build(
     clean: Annotated[bool, typer.Option("--clean", help="Delete the build folder first.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show the compiler commands.")] = False,
-    build_dir: Annotated[Path | None, typer.Option("--build-dir", help="Where to build "
-                         "(default: $ACLCAP_BUILD_DIR, else build/ of the checkout, else "
-                         "~/.cache/aclcap/build).")] = None,
-    src: Annotated[Path | None, typer.Option("--src", metavar="DIR", help="Op library sources "
-                   "(a folder with csrc/*.cpp). Default: the bundled aclcap_ops/.")] = None,
+    build_dir: Annotated[Path | None, typer.Option(
+        "--build-dir", metavar="DIR",
+        help="Where to build (default: $ACLCAP_BUILD_DIR, else build/).")] = None,
+    src: Annotated[Path | None, typer.Option(
+        "--src", metavar="DIR", help="Op library sources (default: aclcap_ops/).")] = None,
     json_path: JsonOpt = None,
 ) -> None:
     """Build the kernels of the bundled op library into a loadable library (incremental;

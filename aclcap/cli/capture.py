@@ -10,8 +10,12 @@ import typer
 from aclcap.capture.options import CaptureOptions
 from aclcap.cli._errors import handle_errors
 from aclcap.cli._options import (
+    CHECKS,
+    GRAPH,
+    OUTPUT,
     DeviceOpt,
     DtypeOpt,
+    GraphModeOpt,
     JsonOpt,
     MaxAutotuneOpt,
     NprocOpt,
@@ -19,10 +23,13 @@ from aclcap.cli._options import (
     PerRankOpt,
     PortOpt,
     ShapesOpt,
+    SplitOpsOpt,
     TimeoutOpt,
     check_dtype_name,
+    check_graph_mode,
     check_model_path,
     check_output_path,
+    check_split_ops,
     progress_bar,
     quiet_torch,
     stepper,
@@ -30,73 +37,69 @@ from aclcap.cli._options import (
 from aclcap.errors import UsageError
 from aclcap.graph.options import parse_graph_mode
 
+PLAN = "Size planning (--plan-sizes)"
+
 
 @handle_errors
 def capture(
-    model: Annotated[Path | None, typer.Argument(metavar="MODEL.py", help="A model file: "
-                     "defines build_model(device, dtype) and make_inputs(size, device, "
-                     "dtype).")] = None,
+    model: Annotated[Path | None, typer.Argument(
+        metavar="MODEL.py", help="Defines build_model(device, dtype) and make_inputs(size, "
+        "device, dtype).")] = None,
     shapes: ShapesOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
-    fullgraph: Annotated[bool, typer.Option("--fullgraph", help="Fail on any graph break.")
-                         ] = False,
-    pad: Annotated[bool, typer.Option("--pad", help="Also replay every size between capture "
-                   "sizes, padded up to the next capture size, against unpadded eager.")] = False,
-    bisect: Annotated[bool, typer.Option("--bisect", help="On a mismatch, name the first node "
-                      "of the traced graph whose compiled output diverges from eager.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="cpu: compile the AOTI artifact "
-                        "afresh instead of reusing the cached one (cache: $ACLCAP_CACHE_DIR, "
-                        "else ~/.cache/aclcap; keyed on the exported program).")] = False,
-    compile_backend: Annotated[str | None, typer.Option(
-        "--compile-backend", metavar="NAME", help="torch.compile backend (a registered name "
-        "or module:function): on cuda/npu the one whose code is captured (default inductor on "
-        "cuda, aot_eager on npu); on cpu the one used to record recompiles (default eager).")
-    ] = None,
+    fullgraph: Annotated[bool, typer.Option(
+        "--fullgraph", rich_help_panel=CHECKS, help="Fail on any graph break.")] = False,
+    pad: Annotated[bool, typer.Option(
+        "--pad", rich_help_panel=CHECKS,
+        help="Also replay the sizes between, padded up.")] = False,
+    bisect: Annotated[bool, typer.Option(
+        "--bisect", rich_help_panel=CHECKS,
+        help="On a mismatch, name the first node that diverges.")] = False,
     fail_on_recompile: Annotated[bool, typer.Option(
-        "--fail-on-recompile", help="Exit 1 when torch.compile compiles again at any size "
-        "after the first (counted by Dynamo's counters; each one is listed with its guard).")
-    ] = False,
+        "--fail-on-recompile", rich_help_panel=CHECKS,
+        help="Exit 1 when a later size compiles again.")] = False,
+    graph_mode: GraphModeOpt = "full",
+    split_ops: SplitOpsOpt = None,
+    compile_backend: Annotated[str | None, typer.Option(
+        "--compile-backend", metavar="NAME", rich_help_panel=GRAPH,
+        help="torch.compile backend: a name or module:function.")] = None,
     max_autotune: MaxAutotuneOpt = False,
-    graph_mode: Annotated[str, typer.Option(
-        "--graph-mode", metavar="full|piecewise", help="full: one graph per size; piecewise "
-        "(vLLM's and vllm-ascend's default): the step split at its splitting ops (the model "
-        "file's SPLITTING_OPS, ops tagged cudagraph_unsafe), a graph per piece per size, the "
-        "splitting ops eager between (cpu only so far).")] = "full",
-    split_ops: Annotated[str | None, typer.Option(
-        "--split-ops", metavar="NS::OP,...", help="With --graph-mode piecewise: the ops to "
-        "split at, instead of the model file's SPLITTING_OPS (ops tagged cudagraph_unsafe "
-        "always split).")] = None,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", rich_help_panel=GRAPH,
+        help="cpu: compile the AOTI artifact afresh.")] = False,
     nproc: NprocOpt = None,
     oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
     port: PortOpt = 0,
     per_rank: PerRankOpt = False,
-    plan_sizes: Annotated[bool, typer.Option("--plan-sizes", help="Only plan: choose the capture "
-                          "sizes that minimize expected padded tokens within --budget graphs "
-                          "(no MODEL.py needed).")] = False,
-    budget: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: how many graphs "
-                      "fit; default: from --layers and --comm-domains by vllm-ascend's stream "
-                      "rule.")] = None,
-    layers: Annotated[int | None, typer.Option(min=1, help="With --plan-sizes: the model's layers "
-                      "(each graph costs layers + 1 Ascend streams).")] = None,
-    comm_domains: Annotated[int, typer.Option(min=0, help="With --plan-sizes: communication "
-                            "domains of size > 1 (TP, DP), e.g. 1 for TP 4.")] = 0,
-    hccl_aiv: Annotated[bool, typer.Option("--hccl-aiv", help="With --plan-sizes: "
-                        "HCCL_OP_EXPANSION_MODE=AIV (fewer streams per domain).")] = False,
+    plan_sizes: Annotated[bool, typer.Option(
+        "--plan-sizes", rich_help_panel=PLAN,
+        help="Only choose capture sizes for a graph budget.")] = False,
+    budget: Annotated[int | None, typer.Option(
+        metavar="GRAPHS", min=1, rich_help_panel=PLAN,
+        help="Graphs that fit (default: from --layers).")] = None,
+    layers: Annotated[int | None, typer.Option(
+        metavar="N", min=1, rich_help_panel=PLAN, help="The model's layers.")] = None,
+    comm_domains: Annotated[int, typer.Option(
+        metavar="N", min=0, rich_help_panel=PLAN,
+        help="Communication domains of size > 1 (TP, DP).")] = 0,
+    hccl_aiv: Annotated[bool, typer.Option(
+        "--hccl-aiv", rich_help_panel=PLAN, help="HCCL's AIV expansion (fewer streams).")
+    ] = False,
     sizes_histogram: Annotated[Path | None, typer.Option(
-        "--sizes-histogram", metavar="FILE", help="With --plan-sizes: batch sizes seen, as "
-        "JSON {\"size\": count} or lines `size count`; default uniform up to --max-size.")
-    ] = None,
-    max_size: Annotated[int, typer.Option(min=1, help="With --plan-sizes and no histogram: the "
-                        "largest batch size.")] = 256,
+        "--sizes-histogram", metavar="FILE", rich_help_panel=PLAN,
+        help="Batch sizes seen: JSON, or `size count` lines.")] = None,
+    max_size: Annotated[int, typer.Option(
+        metavar="N", min=1, rich_help_panel=PLAN,
+        help="Without a histogram: the largest size.")] = 256,
     json_path: JsonOpt = None,
     fmt: Annotated[str, typer.Option(
-        "--format", metavar="FORMAT", help="table, or github: the table, then an ::error "
-        "annotation per failing size on the model line where the trace failed.")] = "table",
+        "--format", metavar="FORMAT", rich_help_panel=OUTPUT,
+        help="table, or github (adds ::error annotations).")] = "table",
     junit_xml: Annotated[Path | None, typer.Option(
-        "--junit-xml", metavar="PATH", help="Also write a JUnit XML file: one testcase per "
-        "size (and rank), failing ones failed with their reasons.")] = None,
+        "--junit-xml", metavar="PATH", rich_help_panel=OUTPUT,
+        help="Also write JUnit XML: a testcase per size.")] = None,
 ) -> None:
     """Trace MODEL.py with torch.compile (graph breaks, custom ops in and out of graphs),
     capture one graph per size (aclgraph / cudagraph / aoti), replay on fresh inputs and
@@ -131,6 +134,7 @@ def capture(
     check_model_path(model)
     sizes = parse_shapes(shapes) if shapes is not None else None
     check_dtype_name(dtype)
+    check_graph_mode(graph_mode)
     mode, splits = parse_graph_mode(graph_mode, split_ops)
     if mode == "piecewise" and nproc is not None:
         raise UsageError("--graph-mode piecewise runs one process: leave out --nproc")
@@ -140,6 +144,7 @@ def capture(
         from aclcap import _forkserver
 
         _forkserver.start()  # the ranks' server imports torch while this process does
+    check_split_ops(model, splits)  # needs the model's op libraries loaded
     from aclcap.capture.run import run_capture
 
     options = CaptureOptions(

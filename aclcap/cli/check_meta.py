@@ -8,72 +8,72 @@ from typing import Annotated
 import typer
 
 from aclcap.cli._errors import EXIT_FAILED, EXIT_OK, handle_errors
-from aclcap.cli._options import JsonOpt, check_output_path, progress_bar
+from aclcap.cli._options import (
+    CHECKS,
+    INPUTS,
+    OUTPUT,
+    DeviceOpt,
+    JsonOpt,
+    check_library_option,
+    check_output_path,
+    progress_bar,
+)
 from aclcap.errors import UsageError
+
+SYNTHESIS = "Synthesis"
 
 
 @handle_errors
 def check_meta(
     paths: Annotated[list[Path] | None, typer.Argument(
-        metavar="[PATH ...]", help="With --lint: files or folders to lint (default: the "
-        "bundled aclcap_ops/).")] = None,
-    lint: Annotated[bool, typer.Option(
-        "--lint", help="Only lint the sources of meta impls for concrete sizes (size(), "
-        "numel(), at::empty({...}), int(t.shape[i]), .item()); honours `symbolic-meta-ok:` "
-        "comments. Exit 1 on any finding.")] = False,
+        metavar="PATH", help="With --lint: files or folders (default: aclcap_ops/).")] = None,
     lib: Annotated[list[str] | None, typer.Option(
-        "--lib", metavar="PATH_OR_MODULE",
-        help="Op library to load: a .so, a .py file or a module name; repeat for several, "
-        "loaded in order. Default: the bundled library (aclcap_ops).")] = None,
+        "--lib", metavar="LIB", rich_help_panel=INPUTS,
+        help="Op library: a .so, a .py or a module; repeatable.")] = None,
     namespace: Annotated[list[str] | None, typer.Option(
-        "--namespace", metavar="NS",
-        help="Op namespace to check; repeat for several. Default: those the libraries "
-        "registered.")] = None,
-    device: Annotated[str, typer.Option(
-        help="Where real kernels run: auto (npu > cuda > cpu), cpu, cuda or npu.")] = "auto",
-    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds one op's checks may take "
-                                           "before it is reported as timed out.")] = 60.0,
-    strict: Annotated[bool, typer.Option(
-        "--strict", help="Turn warnings (a `!` on an argument the kernel never writes) into "
-        "failures.")] = False,
+        "--namespace", metavar="NS", rich_help_panel=INPUTS,
+        help="Op namespace to check; repeatable (default: all).")] = None,
+    device: DeviceOpt = "auto",
     samples_from: Annotated[list[Path] | None, typer.Option(
-        "--samples-from", metavar="MODEL.py",
-        help="Harvest sample inputs from this model file's eager step (run in the worker at "
-        "each of --shapes): every call of a checked op becomes a sample. Repeat for "
-        "several.")] = None,
+        "--samples-from", metavar="MODEL.py", rich_help_panel=INPUTS,
+        help="Take samples from this model's eager step; repeatable.")] = None,
     shapes: Annotated[str | None, typer.Option(
-        "--shapes", metavar="1,2,4,8", help="With --samples-from: the sizes to run the step "
-        "at (default: the model file's SHAPES).")] = None,
+        "--shapes", metavar="1,2,4,8", rich_help_panel=INPUTS,
+        help="With --samples-from: the sizes to run its step at.")] = None,
+    lint: Annotated[bool, typer.Option(
+        "--lint", rich_help_panel=CHECKS,
+        help="Only lint meta impl sources for concrete sizes.")] = False,
+    timeout: Annotated[float, typer.Option(
+        metavar="SECONDS", min=0.1, rich_help_panel=CHECKS,
+        help="Seconds one op may take before it times out.")] = 60.0,
+    strict: Annotated[bool, typer.Option(
+        "--strict", rich_help_panel=CHECKS,
+        help="Warnings (a `!` never written) fail too.")] = False,
     emit_stubs: Annotated[Path | None, typer.Option(
-        "--emit-stubs", metavar="FILE",
-        help="Write a register_fake stub for every op without a meta impl to FILE; load it "
-        "back with --lib FILE.")] = None,
+        "--emit-stubs", metavar="FILE", rich_help_panel=SYNTHESIS,
+        help="Write a register_fake stub per op without a meta.")] = None,
     synthesize: Annotated[Path | None, typer.Option(
-        "--synthesize", metavar="FILE.py",
-        help="Infer a meta impl for each op whose meta is missing or failing from real calls "
-        "of its kernel (its samples and variations of them), write one register_fake per op "
-        "to FILE.py, and verify it in a fresh worker on calls not used for fitting.")] = None,
+        "--synthesize", metavar="FILE.py", rich_help_panel=SYNTHESIS,
+        help="Infer missing or failing metas from kernel calls.")] = None,
     synthesize_cpp: Annotated[Path | None, typer.Option(
-        "--synthesize-cpp", metavar="FILE.cpp",
-        help="The same as C++ Meta kernels (TORCH_LIBRARY_IMPL(ns, Meta, m)), built with "
-        "torch.utils.cpp_extension and verified loaded after the op library.")] = None,
+        "--synthesize-cpp", metavar="FILE.cpp", rich_help_panel=SYNTHESIS,
+        help="The same, as C++ Meta kernels.")] = None,
     synthesize_all: Annotated[bool, typer.Option(
-        "--synthesize-all", help="With --synthesize/--synthesize-cpp: every op with tensors, "
-        "not only missing or failing ones, and where the op has a meta, the calls on which "
-        "it disagrees with the kernel.")] = False,
+        "--synthesize-all", rich_help_panel=SYNTHESIS,
+        help="Synthesize every op; diff the metas there are.")] = False,
     json_path: JsonOpt = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", metavar="FORMAT", help="With --lint: table, text (`file:line:col: ACL101 "
-        "message (fix: ...)`, one line per finding), json, sarif (SARIF 2.1.0) or github "
-        "(workflow commands). Default: table on a terminal, text otherwise. Without --lint: "
-        "table, or github (the table, then an ::error annotation per failing op at its "
-        "registration site).")] = None,
+        "--format", metavar="FORMAT", rich_help_panel=OUTPUT,
+        help="table or github; with --lint also text, json, sarif.")] = None,
     output: Annotated[Path | None, typer.Option(
-        "--output", metavar="PATH", help="With --lint: write the --format output to PATH "
-        "instead of stdout.")] = None,
+        "--output", metavar="PATH", rich_help_panel=OUTPUT,
+        help="With --lint: write the --format output to PATH.")] = None,
     junit_xml: Annotated[Path | None, typer.Option(
-        "--junit-xml", metavar="PATH", help="Also write a JUnit XML file: one testcase per "
-        "op, failing ops failed with their reasons, ops not exercised skipped.")] = None,
+        "--junit-xml", metavar="PATH", rich_help_panel=OUTPUT,
+        help="Also write JUnit XML: a testcase per op.")] = None,
+    every: Annotated[bool, typer.Option(
+        "--all", rich_help_panel=OUTPUT,
+        help="Print every op's row, not only the problems.")] = False,
 ) -> None:
     """List every registered op of the namespaces and check each one's meta impl against
     the real kernel: opcheck, output shapes/dtypes/strides, mutations vs the schema's `!`,
@@ -93,7 +93,7 @@ def check_meta(
                          "PATH for its results")
     check_output_path("--junit-xml", junit_xml)
     from aclcap.devices import resolve_device
-    from aclcap.loading.libraries import BUNDLED, check_library_path
+    from aclcap.loading.libraries import BUNDLED
     from aclcap.loading.model_file import parse_shapes
     from aclcap.meta.options import CheckMetaOptions
     from aclcap.report import check_meta as meta_report
@@ -103,14 +103,20 @@ def check_meta(
     # (resolving --device auto asks torch whether cuda is there: last).
     check_output_path("--emit-stubs", emit_stubs)
     for spec in lib or []:
-        check_library_path(spec)
+        check_library_option(spec)
     check_output_path("--synthesize", synthesize)
     check_output_path("--synthesize-cpp", synthesize_cpp)
     if synthesize_all and not (synthesize or synthesize_cpp):
         raise UsageError("--synthesize-all re-derives metas into a file: add --synthesize "
                          "FILE.py or --synthesize-cpp FILE.cpp")
+    if shapes is not None and not samples_from:
+        raise UsageError("--shapes is the sizes --samples-from runs its model at: add "
+                         "--samples-from MODEL.py, or drop --shapes")
     sizes = parse_shapes(shapes) if shapes is not None else None
     for model in samples_from or []:
+        if model.is_dir():
+            raise UsageError(f"--samples-from {model}: is a directory; pass a model file "
+                             "(MODEL.py)")
         if not model.is_file():
             raise UsageError(f"--samples-from {model}: no such model file")
     from aclcap import _forkserver
@@ -146,10 +152,10 @@ def check_meta(
     console = console_for(json_path)
     if json_path:
         write_json(json_path, meta_report.to_document(result, resolved, synthesized))
-    console.print(meta_report.render(result, console.width))
+    console.print(meta_report.render(result, console.width, every))
     console.print(result.summary())
-    if durations := meta_report.durations_line(result):
-        console.print(durations, highlight=False, markup=False, soft_wrap=True)
+    if durations := meta_report.durations_line(result, width=console.width):
+        console.print(durations, highlight=False, markup=False)
     if fmt == "github" or junit_xml is not None:
         from aclcap.report import ci
 
@@ -164,8 +170,9 @@ def check_meta(
                       + (f": {', '.join(written)}" if written else "")
                       + ("; stubs are for ops without samples: `--synthesize FILE.py` infers "
                          "real metas from an op's samples" if written else ""))
-    failed = synthesized is not None and not synthesized.ok
-    raise typer.Exit(EXIT_FAILED if failed else result.exit_code)
+    if reasons := meta_report.exit_reasons(result, synthesized):
+        console.print(f"exit 1: {', '.join(reasons)}", highlight=False, markup=False)
+    raise typer.Exit(EXIT_FAILED if reasons else EXIT_OK)
 
 
 def _lint(paths: list[Path] | None, json_path: str | None, fmt: str | None,
@@ -203,7 +210,7 @@ def _lint(paths: list[Path] | None, json_path: str | None, fmt: str | None,
                f"{', '.join(str(p) for p in targets)}")
     if fmt == "table":
         if findings:
-            console.print(lint_report.render(findings))
+            console.print(lint_report.render(findings, console.width), crop=False)
         console.print(summary, highlight=False)
     elif output is not None:
         output.write_text(lint_report.formatted(findings, fmt))

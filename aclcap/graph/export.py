@@ -26,28 +26,38 @@ def _taken(fqn: str) -> bool:
     return any(hasattr(_GRAPH_MODULE, part) for part in fqn.split("."))
 
 
-class _SafeNames(torch.nn.Module):
-    """The model with its parameters and buffers lifted under names a GraphModule never
-    has (`state_0_proj_code` for `proj.code`): the step runs the model itself through
-    torch.func.functional_call on them, so the graph is the same and so are the values.
-    The model is kept off the module tree, so its own names are not exported too."""
+def _safe_names(model: torch.nn.Module) -> dict[str, str]:
+    """Each parameter and buffer of the model under a name a GraphModule never has
+    (`state_0_proj_code` for `proj.code`) -> its own name."""
+    return {f"state_{i}_{fqn.replace('.', '_')}": fqn for i, (fqn, _) in
+            enumerate([*model.named_parameters(), *model.named_buffers()])}
 
-    def __init__(self, model: torch.nn.Module) -> None:
+
+class _SafeNames(torch.nn.Module):
+    """The model with its parameters and buffers lifted under safe names (`_safe_names`):
+    the step runs the model itself through torch.func.functional_call on them, so the graph
+    is the same and so are the values. The model is kept off the module tree, so its own
+    names are not exported too. The buffers named in `lifted` are no state of this module
+    but trailing inputs of forward, in that order."""
+
+    def __init__(self, model: torch.nn.Module, lifted: tuple[str, ...] = ()) -> None:
         super().__init__()
         object.__setattr__(self, "_model", model)
-        self._fqns: dict[str, str] = {}
-        for i, (fqn, tensor) in enumerate([*model.named_parameters(),
-                                           *model.named_buffers()]):
-            safe = f"state_{i}_{fqn.replace('.', '_')}"
-            self._fqns[safe] = fqn
-            if isinstance(tensor, torch.nn.Parameter):
-                self.register_parameter(safe, tensor)
+        self._lifted = lifted
+        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        self._fqns = {safe: fqn for safe, fqn in _safe_names(model).items()
+                      if fqn not in lifted}
+        for safe, fqn in self._fqns.items():
+            if isinstance(tensors[fqn], torch.nn.Parameter):
+                self.register_parameter(safe, tensors[fqn])
             else:
-                self.register_buffer(safe, tensor)
+                self.register_buffer(safe, tensors[fqn])
 
     def forward(self, *args: Any) -> Any:
+        count = len(args) - len(self._lifted)
         state = {fqn: getattr(self, safe) for safe, fqn in self._fqns.items()}
-        return torch.func.functional_call(self._model, state, args)
+        state.update(zip(self._lifted, args[count:], strict=True))
+        return torch.func.functional_call(self._model, state, args[:count])
 
 
 def exportable(model: torch.nn.Module) -> torch.nn.Module:
@@ -58,17 +68,20 @@ def exportable(model: torch.nn.Module) -> torch.nn.Module:
     return _SafeNames(model) if any(_taken(n) for n in names) else model
 
 
-def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
-            ) -> torch.export.ExportedProgram:
+def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any,
+            lifted: tuple[str, ...] = ()) -> torch.export.ExportedProgram:
     """torch.export prints the partial graph to stderr when it fails; the caller reports
-    the exception in one line, so that print is dropped."""
+    the exception in one line, so that print is dropped. `lifted`: buffers the program
+    takes as trailing inputs (`lifted_buffers`)."""
     dynamic = tuple({d: dim for d in ds} or None for ds in dims) if dim is not None else None
-    module = exportable(model)
+    module = _SafeNames(model, lifted) if lifted else exportable(model)
     if module is not model and dynamic is not None:
-        dynamic = (dynamic,)  # _SafeNames.forward(*args): the inputs are one tuple
+        # _SafeNames.forward(*args): the inputs are one tuple; a lifted buffer is static
+        dynamic = ((*dynamic, *(None for _ in lifted)),)
+    buffers = dict(model.named_buffers())
     with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
-        return torch.export.export(module, tuple(t.clone() for t in args),
-                                   dynamic_shapes=dynamic)
+        return torch.export.export(module, tuple(t.clone() for t in args) + tuple(
+            buffers[name].clone() for name in lifted), dynamic_shapes=dynamic)
 
 
 def export_step(model: torch.nn.Module, args: tuple, dims: list[list[int]]
@@ -77,14 +90,37 @@ def export_step(model: torch.nn.Module, args: tuple, dims: list[list[int]]
     return _export(model, args, dims, Dim("tokens", min=1))
 
 
+def _written_buffers(model: torch.nn.Module, program: torch.export.ExportedProgram
+                     ) -> tuple[str, ...]:
+    """The model's buffers the program writes (a KV cache the model owns), by their own
+    names, as torch.export's signature says."""
+    safe = _safe_names(model)
+    return tuple(dict.fromkeys(safe.get(name, name) for name in
+                               program.graph_signature.buffers_to_mutate.values()))
+
+
+def _export_state(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
+                  ) -> tuple[torch.export.ExportedProgram, tuple[str, ...]]:
+    """The program, and the buffers it takes as trailing inputs. A buffer the step writes
+    is lifted (exported again with it as an input): AOTInductor bakes buffers into the
+    artifact as its own constants, so the writes of a replay would land in the artifact's
+    copy and the model's buffer, which eager reads and writes, would never see them. Lifted,
+    the replay passes the model's own buffer and the artifact writes it in place."""
+    program = _export(model, args, dims, dim)
+    lifted = _written_buffers(model, program)
+    return (_export(model, args, dims, dim, lifted), lifted) if lifted else (program, ())
+
+
 @dataclass
 class SizeRange:
     """Sizes lo..hi (hi None: unbounded) served by one exported program (None: read back
-    from the AOTI cache's index, not exported in this run)."""
+    from the AOTI cache's index, not exported in this run), which takes the model's buffers
+    named in `lifted` after the step's inputs (`_export_state`)."""
 
     lo: int
     hi: int | None
     program: torch.export.ExportedProgram | None
+    lifted: tuple[str, ...] = ()
 
     def covers(self, size: int) -> bool:
         return self.lo <= size and (self.hi is None or size <= self.hi)
@@ -126,7 +162,9 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
     range from the guards instead of failing), take the sizes that range covers, repeat.
     Raises CaptureError when even that fails."""
     try:  # at a size >= 2: export specializes a dim whose example is 1
-        return [SizeRange(1, None, export_step(model, inputs(max(max(sizes), 2)), dims))]
+        program, lifted = _export_state(model, inputs(max(max(sizes), 2)), dims,
+                                        Dim("tokens", min=1))
+        return [SizeRange(1, None, program, lifted)]
     except Exception as exc:
         if not is_size_guard(exc):
             raise CaptureError(f"torch.export failed: {first_line(exc)}") from exc
@@ -136,16 +174,18 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
         top = left[-1]
         example = inputs(max(top, 2))
         try:
-            program = _export(model, example, dims, Dim.AUTO)
+            program, lifted = _export_state(model, example, dims, Dim.AUTO)
             lo, hi = _size_range(program, dims)
             if lo == 2 and 1 in left:  # Dim.AUTO starts at 2 (0/1): try to take size 1 too
                 with contextlib.suppress(Exception):
-                    program, lo = _export(model, example, dims, Dim("tokens", min=1, max=hi)), 1
+                    (program, lifted), lo = _export_state(
+                        model, example, dims, Dim("tokens", min=1, max=hi)), 1
             if not (lo <= top and (hi is None or top <= hi)):  # size 1 alone: export static
-                program, lo, hi = _export(model, inputs(top), dims, None), top, top
+                (program, lifted), lo, hi = _export_state(model, inputs(top), dims, None), \
+                    top, top
         except Exception as exc:
             raise CaptureError(f"torch.export failed at size {top} even split by size "
                                f"range: {first_line(exc)}") from exc
-        ranges.append(SizeRange(lo, hi, program))
+        ranges.append(SizeRange(lo, hi, program, lifted))
         left = [s for s in left if not ranges[-1].covers(s)]
     return ranges[::-1]

@@ -81,7 +81,17 @@ def load_library(spec: str) -> None:
             "(pass a .so or .py path, or an importable module)"
         ) from exc
     except Exception as exc:  # a library's own import or dlopen error: report, don't crash
-        raise UsageError(f"op library {spec} failed to load: {last_line(exc)}") from exc
+        raise UsageError(f"op library {spec} failed to load: {_load_reason(exc)}") from exc
+
+
+def _load_reason(exc: Exception) -> str:
+    """What broke, in one line. torch.ops.load_library's OSError says only "Could not load
+    this library"; dlopen's own reason (an undefined symbol, a missing dependency) is its
+    cause, and that is what the user needs."""
+    cause = exc.__cause__
+    if isinstance(exc, OSError) and isinstance(cause, OSError):
+        return last_line(cause)
+    return last_line(exc)
 
 
 _NAMESPACES: dict[str, set[str]] = {}  # what was loaded -> the namespaces it registered

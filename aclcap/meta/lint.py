@@ -20,8 +20,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aclcap.errors import UsageError
 from aclcap.meta.lint_rules import HINTS
-from aclcap.meta.lint_types import declared_types, on_a_list
+from aclcap.meta.lint_types import declared_types, on_a_list, takes_int_sizes
 from aclcap.status import Finding
 
 try:
@@ -307,10 +308,9 @@ def _callees(impl: _Impl, definitions: _Definitions) -> Iterator[_Impl]:
             yield from definitions.resolve(_plain(_text(function)), impl.scope, bare=False)
 
 
-def _cpp_impls(units: list[_Unit]) -> list[_Impl]:
+def _cpp_impls(units: list[_Unit], definitions: _Definitions) -> list[_Impl]:
     """The meta impls of all `units`, registrations resolved across files, then the
     helpers they call, transitively."""
-    definitions = _Definitions(units)
     todo: list[_Impl] = []
     for unit in units:
         for ref, scope in _registrations(unit):
@@ -356,7 +356,18 @@ def _cpp_rule(node: Node) -> str | None:
     return "at::empty({...})" if name in _FACTORIES else None
 
 
-def _lint_cpp(impl: _Impl) -> Iterator[Finding]:
+def _has_int_overload(call: Node, impl: _Impl, definitions: _Definitions) -> bool:
+    """Whether the function `call` names has an int64_t-sizes overload in the sources: ATen's
+    and torch's `*_symint` factories take SymInt sizes only, where a braced list is safe."""
+    function = call.child_by_field_name("function")
+    if function is None or function.type == "field_expression":  # a Tensor method
+        return False
+    name = _plain(_text(function))
+    found = definitions.resolve(name, impl.scope, bare="::" not in name)
+    return any(takes_int_sizes(d.node) for d in found)
+
+
+def _lint_cpp(impl: _Impl, definitions: _Definitions) -> Iterator[Finding]:
     lines = impl.unit.lines
     nodes = list(_walk(impl.node))
     types = declared_types(nodes)
@@ -365,6 +376,8 @@ def _lint_cpp(impl: _Impl) -> Iterator[Finding]:
         line = node.start_point[0] + 1
         if rule in _CPP_METHODS.values() and on_a_list(node, types):
             continue  # a list's length (IntArrayRef, std::vector, ...), not a tensor's dim
+        if rule == "empty_symint({...})" and not _has_int_overload(node, impl, definitions):
+            continue  # no int64_t overload for the braced list to pick
         if rule and not _exempt(lines, line):
             yield Finding(HINTS[rule], file=str(impl.unit.path), line=line, rule=rule,
                           code=lines[line - 1].strip(), column=node.start_point[1] + 1)
@@ -448,9 +461,10 @@ def _python_rule(node: ast.AST) -> str | None:
 def _lint_python(path: Path) -> Iterator[Finding]:
     text = path.read_text(errors="replace")
     try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as error:  # a fake in it would go unlinted: never call that clean
+        raise UsageError(f"{path}:{error.lineno}: cannot parse this Python file "
+                         f"({error.msg}), so its fakes were not linted") from error
     lines = text.split("\n")
     for impl in _python_impls(tree):
         for node in ast.walk(impl):
@@ -486,10 +500,11 @@ def _sources(paths: list[Path]) -> list[Path]:
 
 def lint(paths: list[Path]) -> list[Finding]:
     """Every concrete-size use in the meta impls under `paths`, sorted by file and line
-    (one finding per rule and line)."""
+    (one finding per rule and line). A Python file that does not parse is a UsageError."""
     files = _sources(paths)
     units = [_parse_cpp(f) for f in files if f.suffix in _CPP_SUFFIXES]
-    findings = [f for impl in _cpp_impls(units) for f in _lint_cpp(impl)]
+    definitions = _Definitions(units)
+    findings = [f for impl in _cpp_impls(units, definitions) for f in _lint_cpp(impl, definitions)]
     findings += [f for path in files if path.suffix == ".py" for f in _lint_python(path)]
     unique = {(f.file, f.line, f.rule): f for f in findings}
     return sorted(unique.values(), key=lambda f: (f.file, f.line, f.column))

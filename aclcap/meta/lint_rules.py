@@ -40,7 +40,7 @@ SUMMARIES = {
     "sizes()": "a meta impl reads every dim as int64_t with sizes()",
     "numel()": "a meta impl reads the element count as an int64_t with numel()",
     "at::empty({...})": "a factory gets a braced list of int64_t sizes",
-    "empty_symint({...})": "empty_symint gets a bare braced list of sizes",
+    "empty_symint({...})": "an empty_symint with an int64_t overload gets a bare braced list",
     "std::vector<int64_t>": "a meta impl holds a shape in std::vector<int64_t>",
     "SmallVector<int64_t>": "a meta impl holds a shape in SmallVector<int64_t>",
     ".item()": "a fake impl reads a tensor's value with .item()",

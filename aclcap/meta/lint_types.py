@@ -19,6 +19,9 @@ _LIST_NAMES = re.compile(
 _LIST_TEMPLATES = re.compile(_NS + r"(?:ArrayRef|vector|List|SmallVector|array|IListRef|"
                              r"basic_string)<")
 _OPTIONAL = re.compile(_NS + r"optional<(?P<inner>.*)>")
+# Lists of int64_t sizes: an overload taking one can catch a bare braced list of ints.
+_INT_SIZES = re.compile(_NS + r"(?:IntArrayRef|DimVector|(?:ArrayRef|vector|SmallVector|"
+                        r"initializer_list|List)<(?:std::)?int64_t\b.*)")
 # OptionalArrayRef's operator-> and value() give the ArrayRef it holds.
 _OPTIONAL_REFS = {"OptionalIntArrayRef": "IntArrayRef",
                   "OptionalSymIntArrayRef": "SymIntArrayRef"}
@@ -134,3 +137,16 @@ def on_a_list(call: Node, types: dict[str, str | None]) -> bool:
         return False
     receiver = _receiver_type(function, types)
     return receiver is not None and _is_list(receiver)
+
+
+def takes_int_sizes(definition: Node) -> bool:
+    """Whether a function definition's first parameter is a list of int64_t sizes (the
+    overload a bare braced list of ints picks)."""
+    declarator = definition.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    parameters = declarator.child_by_field_name("parameters") if declarator else None
+    first = parameters.named_children[:1] if parameters is not None else []
+    type_node = first[0].child_by_field_name("type") if first else None
+    return type_node is not None and bool(
+        _INT_SIZES.fullmatch(_normal((type_node.text or b"").decode())))

@@ -3,7 +3,10 @@ and say, for each, which kernels it has and where its meta impl comes from."""
 
 from __future__ import annotations
 
+import inspect
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -11,9 +14,36 @@ import torch
 
 from aclcap.meta.sample_inputs import samples_for
 
-# Dispatch keys a kernel author cares about; PrivateUse1 is where torch_npu registers.
-BACKEND_KEYS = ("CPU", "CUDA", "PrivateUse1", "CompositeExplicitAutograd",
-                "CompositeImplicitAutograd")
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_COMPOSITE_KEYS = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+                   "CompositeImplicitAutograd", "CompositeImplicitAutogradNestedTensor")
+
+
+def _parses(key: str) -> bool:
+    """Whether the dispatcher takes `key` by name (QuantizedHIP and the like it does not:
+    no kernel can be registered there)."""
+    try:
+        torch._C._dispatch_has_kernel_for_dispatch_key("aten::add.Tensor", key)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _backend_keys() -> tuple[str, ...]:
+    """Every backend dispatch key a kernel can be registered for, in torch's order (CPU,
+    CUDA, ..., PrivateUse1 where torch_npu registers, then QuantizedCPU, SparseCPU, ...),
+    then the composite keys. Meta keys are the meta impl's column, AutogradCPU and the like
+    no backend."""
+    names = list(torch._C.DispatchKey.__members__)
+    keys = []
+    for start, name in enumerate(names):
+        if name.startswith("StartOf") and name.endswith("Backends") and "Autograd" not in name:
+            end = names.index(name.replace("StartOf", "EndOf"))
+            keys += [k for k in names[start + 1:end] if not k.endswith("Meta") and _parses(k)]
+    return (*keys, *_COMPOSITE_KEYS)
+
+
+BACKEND_KEYS = _backend_keys()
 
 
 class MetaKind(StrEnum):
@@ -24,6 +54,7 @@ class MetaKind(StrEnum):
     CPP = "cpp"  # a C++ Meta kernel
     COMPOSITE = "composite"  # Python CompositeImplicitAutograd: decomposes while tracing
     COMPOSITE_CPP = "composite_cpp"  # C++ m.def(schema, &fn): its body runs on fakes
+    AUTOGRAD_CPP = "autograd_cpp"  # a C++ Autograd kernel: its body runs on fakes too
     TRIVIAL = "trivial"  # none; torch generates a trivial fake (mutating op returning ())
     NO_TENSOR = "no_tensor"  # no Tensor in the schema: fake tensors never reach it
     MISSING = "missing"
@@ -50,10 +81,11 @@ class OpInfo:
 
 
 def resolve_overload(qualname: str) -> torch._ops.OpOverload:
-    """`ns::name.overload` -> torch.ops.ns.name.overload."""
+    """`ns::name.overload` -> torch.ops.ns.name.overload; `ns::name` is the default overload
+    (the form @aclcap.samples and the dispatcher take)."""
     ns, rest = qualname.split("::", 1)
-    name, overload = rest.split(".", 1)
-    return getattr(getattr(getattr(torch.ops, ns), name), overload)
+    name, _, overload = rest.partition(".")
+    return getattr(getattr(getattr(torch.ops, ns), name), overload or "default")
 
 
 def _registered_at(dispatcher_name: str, key: str) -> str:
@@ -63,9 +95,29 @@ def _registered_at(dispatcher_name: str, key: str) -> str:
     return f"{found.group(1)}:{found.group(2)}" if found else "unknown location"
 
 
+def defined_at(qualname: str) -> tuple[str, int] | None:
+    """(file, line) where the op's schema was defined (m.def, Library.define), if known."""
+    site = _registered_at(resolve_overload(qualname)._schema.name, "debug")
+    file, _, line = site.rpartition(":")
+    return (file, int(line)) if line.isdigit() else None
+
+
 def _takes_tensors(op: torch._ops.OpOverload) -> bool:
     schema = op._schema
     return any("Tensor" in str(a.type) for a in (*schema.arguments, *schema.returns))
+
+
+def _defined_at(fn: Callable, registered: str) -> str:
+    """file:line of a fake's own definition: torch records where register_fake was called,
+    which for a library registering through a helper is the helper's line for every op.
+    torch wraps the fake of an op defined in C++ (_check_pystubs_once's `inner`, without
+    functools.wraps): the function it closes over as `func` is the user's."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    while code is not None and code.co_filename.startswith(_TORCH_DIR) \
+            and "func" in code.co_freevars and fn.__closure__:
+        fn = fn.__closure__[code.co_freevars.index("func")].cell_contents
+        code = getattr(inspect.unwrap(fn), "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else registered
 
 
 def meta_impl(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[MetaKind, str]:
@@ -87,12 +139,17 @@ def meta_impl(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[MetaKind
     else:
         fake = singleton.find(dispatcher_name).fake_impl.kernel
         if fake is not None:
-            return MetaKind.PYTHON, f"register_fake ({fake.source})"
+            return MetaKind.PYTHON, f"register_fake ({_defined_at(fake.func, fake.source)})"
         if has(dispatcher_name, "Meta"):
             site = _registered_at(dispatcher_name, "Meta")
             if site.split(":")[0].endswith(".py"):
                 return MetaKind.PYTHON_META, f"Python kernel on the Meta key ({site})"
             return MetaKind.CPP, f"C++ Meta kernel ({site})"
+    if has(dispatcher_name, "Autograd"):  # it runs before any backend key, tracing too
+        site = _registered_at(dispatcher_name, "Autograd")
+        if not site.split(":")[0].endswith(".py"):  # Python ones redispatch to the op
+            return MetaKind.AUTOGRAD_CPP, (f"C++ Autograd kernel ({site}): tracing runs its "
+                                           "C++ body on fake tensors")
     if has(dispatcher_name, "CompositeImplicitAutograd"):
         site = _registered_at(dispatcher_name, "CompositeImplicitAutograd")
         if site.split(":")[0].endswith(".py"):

@@ -21,7 +21,7 @@ from aclcap.status import FAILING, Finding, Severity, Status
 OPS_PER_WORKER = 4
 WORKER_START_TIMEOUT_S = 300.0  # importing torch and loading libraries, on a slow CI box
 SUMMARY_ORDER = (Status.PASS, Status.MISSING, Status.FAIL, Status.CRASHED, Status.TIMEOUT,
-                 Status.NOT_EXERCISED, Status.UNVERIFIED)
+                 Status.NOT_EXERCISED, Status.UNVERIFIED, Status.NO_KERNEL)
 
 
 @dataclass
@@ -52,6 +52,8 @@ class MetaReport:
     namespaces: list[str]
     ops: list[OpInfo] = field(default_factory=list)
     workers: int = 1  # worker processes side by side (worker_count)
+    device: str = "cpu"
+    strict: bool = False  # --strict: an op with no kernel for the device fails the run too
 
     def count(self, status: Status) -> int:
         return sum(r.status == status for r in self.results)
@@ -67,17 +69,24 @@ class MetaReport:
 
     def summary(self) -> str:
         broken = sum(self.count(s) for s in (Status.FAIL, Status.CRASHED, Status.TIMEOUT))
-        unverified = self.count(Status.UNVERIFIED)
+        kinds = {o.qualname: o.meta_kind for o in self.ops}
+        autograd = sum(r.status == Status.UNVERIFIED
+                       and kinds.get(r.op) == MetaKind.AUTOGRAD_CPP for r in self.results)
         return (f"{len(self.results)} ops: {self.count(Status.PASS)} pass, "
                 f"{self.count(Status.MISSING)} missing meta, {broken} failing, "
                 f"{self.count(Status.NOT_EXERCISED)} not exercised"
-                + (f", {unverified} unverified C++ composite(s)" if unverified else "")
+                + (f", {n} unverified C++ composite(s)"
+                   if (n := self.count(Status.UNVERIFIED) - autograd) else "")
+                + (f", {autograd} unverified C++ Autograd kernel(s)" if autograd else "")
+                + (f", {n} with no kernel for {self.device} in this build"
+                   if (n := self.count(Status.NO_KERNEL)) else "")
                 + (f", {dynamic} with a data-dependent output size (eager between graphs)"
                    if (dynamic := self.data_dependent()) else ""))
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(r.status in FAILING for r in self.results) else 0
+        failing = FAILING | ({Status.NO_KERNEL} if self.strict else set())
+        return 1 if any(r.status in failing for r in self.results) else 0
 
     def slowest(self, count: int = 5) -> list[MetaResult]:
         """The ops that took the worker longest, slowest first (as pytest --durations):
@@ -98,6 +107,7 @@ class _Checked:
     data_dependent: bool = False
     synthesis: dict | None = None  # what a synthesis worker sent (messages.Result)
     check_s: float = 0.0
+    crashed_in: str | None = None  # the step (messages.CheckStart) a crash happened in
 
 
 def _lib_arg(spec: str) -> str:
@@ -110,8 +120,17 @@ _DISPATCH_KEY = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}
 
 
 def _has_kernel_for(op: OpInfo, device: str) -> bool:
-    return _DISPATCH_KEY[device] in op.kernels or bool(
-        {"CompositeExplicitAutograd", "CompositeImplicitAutograd"} & set(op.kernels))
+    """A kernel for the device (CPU, QuantizedCPU, SparseCPU, ... for cpu), a composite, or
+    a C++ Autograd body that calls other ops."""
+    return op.meta_kind == MetaKind.AUTOGRAD_CPP or any(
+        k.endswith(_DISPATCH_KEY[device]) or k.startswith("Composite") for k in op.kernels)
+
+
+def _runs_nowhere(op: OpInfo, device: str) -> bool:
+    """No kernel for the device, nor for the cpu it would fall back to: a CUDA-only op in
+    a CPU build. Nothing runs it, and nothing traces it, here."""
+    return op.meta_kind != MetaKind.NO_TENSOR and not _has_kernel_for(op, device) \
+        and not _has_kernel_for(op, "cpu")
 
 
 def _has_samples(op: OpInfo, checked: dict[str, _Checked]) -> bool:
@@ -205,7 +224,8 @@ def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces:
                 if event is None:
                     op = next(p for p in pending if p.qualname == current)
                     results[current] = _Checked(*crash_outcome(
-                        current, op.meta_kind, op.meta_source, step, worker.death()))
+                        current, op.meta_kind, op.meta_source, step, worker.death()),
+                        crashed_in=step)
                     done(current)
                     break
                 if isinstance(event, Start):
@@ -239,14 +259,20 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
         known = ", ".join(custom_namespaces()) or "none"
         raise UsageError(f"--namespace {', '.join(namespaces) or '(none)'}: no op is registered "
                          f"there; namespaces with custom ops: {known}")
-    checkable = [o for o in ops if o.meta_kind not in (MetaKind.MISSING, MetaKind.NO_TENSOR)]
+    checkable = [o for o in ops if o.meta_kind not in (MetaKind.MISSING, MetaKind.NO_TENSOR)
+                 and not _runs_nowhere(o, options.device)]
     exercised = checkable if models else [o for o in checkable if o.has_samples]
     if on_start:
         on_start(len(exercised))
     checked = run_checks(exercised, replace(options, samples_from=models), namespaces, on_done)
     results = []
     for o in ops:
-        if o.meta_kind == MetaKind.MISSING:
+        if _runs_nowhere(o, options.device):
+            outcome = _Checked(Status.NO_KERNEL, [Finding(
+                f"no kernel for {options.device} in this build: nothing runs or traces it "
+                "here, so its meta is checked where it has a kernel"
+                + (" (it has no meta impl either)" if o.meta_kind == MetaKind.MISSING else ""))])
+        elif o.meta_kind == MetaKind.MISSING:
             outcome = _Checked(Status.MISSING, [Finding(
                 "no meta impl: torch.compile graph-breaks here; `aclcap check-meta "
                 "--emit-stubs FILE` writes a register_fake to start from")])
@@ -257,6 +283,11 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
                 "C++ composite, not exercised: torch.compile runs its C++ body on fake "
                 "tensors, which fails if it reads or writes data; give it samples "
                 "(@aclcap.samples) to check it")])
+        elif o.meta_kind == MetaKind.AUTOGRAD_CPP and not _has_samples(o, checked):
+            outcome = _Checked(Status.UNVERIFIED, [Finding(
+                "C++ Autograd kernel, not exercised: torch.compile runs its C++ body on fake "
+                "tensors (the ops it calls need metas, it must not read data); give it "
+                "samples (@aclcap.samples) to check it")])
         elif not _has_samples(o, checked):
             outcome = _Checked(Status.NOT_EXERCISED, [Finding(
                 "no sample inputs: declare them with @aclcap.samples, or pass a model that "
@@ -270,4 +301,5 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
                                   outcome.status, outcome.findings, outcome.sample_count,
                                   outcome.sample_sources, outcome.data_dependent,
                                   outcome.check_s))
-    return MetaReport(results, namespaces, ops, worker_count(len(exercised)))
+    return MetaReport(results, namespaces, ops, worker_count(len(exercised)), options.device,
+                      options.strict)

@@ -10,6 +10,7 @@ rejects is no observation; the caller runs each one and keeps the accepted."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,9 +20,13 @@ import torch
 from aclcap.meta.observe import bind
 from aclcap.meta.sample_inputs import SampleInput
 
-Kind = Literal["values", "dim", "dim-alone", "int", "float", "dtype"]
+Kind = Literal["values", "dim", "dim-alone", "int", "float", "dtype", "rank", "layout"]
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-MAX_VARIATIONS = 40  # per sample: ~3 sizes x a handful of distinct dims, ints and dtypes
+# Per sample: ~3 sizes x a handful of distinct dims, each shared dim alone, ints, floats,
+# each float tensor's dtype alone, ranks and layouts. Every kind gets its turn (kinds are
+# interleaved): a real kernel's sample (ten tensors, six distinct sizes) has more dims than
+# this, and cutting by kind would leave whole classes (another rank, a dtype pair) unseen.
+MAX_VARIATIONS = 96
 MAX_BYTES = 256 << 20  # a variation never allocates more than this in all
 VALUES_REDRAWN = "values redrawn"  # the description's end for kind "values"
 
@@ -74,6 +79,11 @@ def _resize(t: torch.Tensor, dims: Sequence[int], new_size: int) -> torch.Tensor
     for d in dims:
         p = inverse[d]
         old = out.shape[p]
+        if old == 0:  # nothing to tile: zeros (an index of 0 is in range wherever any is)
+            shape = list(out.shape)
+            shape[p] = new_size
+            out = out.new_zeros(shape)
+            continue
         if new_size > old:
             reps = [1] * out.dim()
             reps[p] = -(-new_size // old)
@@ -106,7 +116,7 @@ def _vary_dim(op: torch._ops.OpOverload, sample: SampleInput, arg: str, dim: int
         return None, []
     dim %= target.dim()
     old = target.shape[dim]
-    if old == 0 or new_size < 1:
+    if new_size < 1:
         return None, []
     new: dict[_Slot, Any] = {}
     changed: list[str] = []
@@ -129,7 +139,37 @@ def _vary_dim(op: torch._ops.OpOverload, sample: SampleInput, arg: str, dim: int
         return None, []
     resized = {slot: _resize(*v, new_size) if isinstance(v, tuple) else v
                for slot, v in new.items()}
+    # Offsets and lengths that describe the changed size follow it; a dim changed alone
+    # while such a tensor describes it is a call outside the op's contract: none is made.
+    for a, slot, value in slots:
+        if slot not in resized and isinstance(value, torch.Tensor):
+            follows = _follow(value, old, new_size)
+            if follows is not None and alone:
+                return None, []
+            if follows is not None:
+                resized[slot] = follows
+                changed.append(f"{a.name} values")
     return _replace(sample, resized), changed
+
+
+def _follow(t: torch.Tensor, old: int, new: int) -> torch.Tensor | None:
+    """A 1-D int tensor that describes a size `old` as offsets (`cu_seqlens`: rising from
+    0 to old) or lengths (`seq_lens`: summing to old), rescaled to describe `new`; None
+    for any other tensor. Kernels that trust their offsets (most do) read past the data
+    or leave rows unwritten when the two disagree: a call outside the op's contract."""
+    if t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool or t.numel() < 2 \
+            or old < 1:
+        return None
+    values = t.tolist()
+    offsets = values[0] == 0 and values[-1] == old and all(
+        b >= a for a, b in itertools.pairwise(values))
+    if offsets:
+        return torch.tensor([v * new // old for v in values], dtype=t.dtype, device=t.device)
+    if min(values) >= 0 and sum(values) == old and old > 1:
+        ends = [0, *(sum(values[:i + 1]) * new // old for i in range(len(values)))]
+        return torch.tensor([b - a for a, b in itertools.pairwise(ends)],
+                            dtype=t.dtype, device=t.device)
+    return None
 
 
 def _next_prime(n: int) -> int:
@@ -143,7 +183,10 @@ def _next_prime(n: int) -> int:
 
 def new_sizes(size: int) -> list[int]:
     """x2, +1 and a prime above both that is neither: sizes that tell n, 2n, n + 1,
-    (n + 1) // 2 and ceil(n / b) apart. Never smaller, so index values stay in range."""
+    (n + 1) // 2 and ceil(n / b) apart. Never smaller, so index values stay in range. A
+    size of 0 (no tokens) grows to 3 and 7: a rule seen only at 0 proves nothing."""
+    if size == 0:
+        return [3, 7]
     sizes = []
     for s in (size * 2, size + 1, _next_prime(size + 2)):
         if s not in sizes and s != size:
@@ -158,21 +201,27 @@ def _tensor_dims(op: torch._ops.OpOverload, sample: SampleInput
     for a, _, value in _slots(op, sample):
         if isinstance(value, torch.Tensor):
             for d, s in enumerate(value.shape):
-                if s > 0:
-                    groups.setdefault(s, []).append((a.name, d))
+                groups.setdefault(s, []).append((a.name, d))
     return groups
 
 
-def _dim_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
-    groups = _tensor_dims(op, sample)
-    for size, members in groups.items():
+def _shared_dim_variations(op: torch._ops.OpOverload, sample: SampleInput
+                           ) -> Iterator[Variation]:
+    """Each distinct size changed in every tensor (and int argument) holding it."""
+    for size, members in _tensor_dims(op, sample).items():
         arg, dim = members[0]
         for new_size in new_sizes(size):
             varied, changed = _vary_dim(op, sample, arg, dim, new_size, alone=False)
             if varied is not None:
                 yield Variation(varied, f"{', '.join(changed)}: {size} -> {new_size}", "dim")
-    for size, members in groups.items():
-        if len(members) < 2:
+
+
+def _alone_dim_variations(op: torch._ops.OpOverload, sample: SampleInput
+                          ) -> Iterator[Variation]:
+    """Each dim that shares its size with another changed alone: tells tied dims (the
+    kernel rejects the call) from independent ones (equal head dims of q and v)."""
+    for size, members in _tensor_dims(op, sample).items():
+        if len(members) < 2 or size < 2:
             continue
         for arg, dim in members:
             new_size = size * 2
@@ -236,6 +285,16 @@ def _dtype_variations(op: torch._ops.OpOverload, sample: SampleInput,
                 if dtype != value:
                     yield Variation(_replace(sample, {slot: dtype}),
                                     f"{a.name}: {_name(value)} -> {_name(dtype)}", "dtype")
+    # each float tensor alone: an output that promotes over two inputs, or follows one of
+    # two that always shared a dtype, shows only when their dtypes differ
+    if len(floats) > 1:
+        for a, slot, value in slots:
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                for dtype in dtypes:
+                    if dtype != value.dtype:
+                        yield Variation(_replace(sample, {slot: value.to(dtype)}),
+                                        f"{a.name} alone: {_name(value.dtype)} -> "
+                                        f"{_name(dtype)}", "dtype")
 
 
 def _values_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
@@ -254,6 +313,49 @@ def _values_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterato
                         f"{', '.join(s.name for s in new)}: {VALUES_REDRAWN}", "values")
 
 
+def _rank_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """The tensors that share the leading (token) dim of the first tensor of rank 2 or more,
+    with a leading dim added, their first two dims merged, or their leading dim dropped:
+    an op that keeps any rank (`x.shape`, `x.numel() // x.shape[-1]`) shows it here."""
+    slots = _slots(op, sample)
+    tensors = [(a, slot, v) for a, slot, v in slots if isinstance(v, torch.Tensor)]
+    lead = next((v.shape[0] for _, _, v in tensors if v.dim() >= 2), None)
+    group = [(a, slot, v) for a, slot, v in tensors if v.dim() >= 2 and v.shape[0] == lead]
+    if not group:
+        return
+    names = ", ".join(a.name for a, _, _ in group)
+    added = {slot: v.unsqueeze(0).repeat(3, *([1] * v.dim())) for _, slot, v in group}
+    if sum(t.numel() * t.element_size() for t in added.values()) <= MAX_BYTES:
+        yield Variation(_replace(sample, added), f"{names}: a leading dim of 3 added", "rank")
+    if all(v.dim() >= 3 for _, _, v in group):
+        merged = {slot: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:]).clone()
+                  for _, slot, v in group}
+        yield Variation(_replace(sample, merged), f"{names}: dims 0 and 1 merged", "rank")
+    if lead:
+        dropped = {slot: v[0].clone() for _, slot, v in group}
+        yield Variation(_replace(sample, dropped), f"{names}: leading dim dropped", "rank")
+
+
+def _layout_variations(op: torch._ops.OpOverload, sample: SampleInput
+                       ) -> Iterator[Variation]:
+    """Each tensor of rank 2 or more, same shape and values, laid out otherwise: its last two
+    dims transposed in memory, rows strided (a slice of a wider tensor), channels-last for
+    rank 4. A kernel that keeps its input's layout shows it; one that needs contiguous
+    inputs rejects these, and is then no worse off."""
+    for a, slot, v in _slots(op, sample):
+        if not isinstance(v, torch.Tensor) or v.dim() < 2 or min(v.shape[-2:]) < 2:
+            continue
+        transposed = v.transpose(-1, -2).contiguous().transpose(-1, -2)
+        yield Variation(_replace(sample, {slot: transposed}), f"{a.name}: transposed in "
+                        "memory", "layout")
+        wide = torch.cat([v, v], dim=-1)
+        yield Variation(_replace(sample, {slot: wide.narrow(-1, 0, v.shape[-1])}),
+                        f"{a.name}: strided rows", "layout")
+        if v.dim() == 4:
+            yield Variation(_replace(sample, {slot: v.contiguous(
+                memory_format=torch.channels_last)}), f"{a.name}: channels-last", "layout")
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -261,13 +363,21 @@ def _name(dtype: torch.dtype) -> str:
 def variations(op: torch._ops.OpOverload, sample: SampleInput,
                dtypes: Sequence[torch.dtype] = FLOAT_DTYPES,
                limit: int = MAX_VARIATIONS) -> Iterator[Variation]:
-    """Every variation of `sample`, in a fixed order (values, shared dims, dims alone,
-    ints, floats, dtypes), at most `limit`. The sample itself is left untouched."""
+    """Every variation of `sample`, at most `limit`: the values redrawn, then each kind
+    in turn (shared dims, dims alone and the rest), one of each kind per round, so that a
+    sample with many dims still has its dtypes, ranks and layouts varied. The sample
+    itself is left untouched."""
+    kinds = [_values_variation(op, sample), _shared_dim_variations(op, sample),
+             _alone_dim_variations(op, sample), _int_variations(op, sample),
+             _dtype_variations(op, sample, dtypes), _rank_variations(op, sample),
+             _layout_variations(op, sample), _float_variations(op, sample)]
     produced = 0
-    for made in (_values_variation(op, sample), _dim_variations(op, sample),
-                 _int_variations(op, sample), _float_variations(op, sample),
-                 _dtype_variations(op, sample, dtypes)):
-        for variation in made:
+    while kinds:
+        for made in list(kinds):
+            variation = next(made, None)
+            if variation is None:
+                kinds.remove(made)
+                continue
             if produced == limit:
                 return
             produced += 1

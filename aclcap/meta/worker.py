@@ -69,7 +69,7 @@ def serve(request_json: str, out: Connection, log: str) -> None:
     if request.mode != "check":
         from aclcap.meta.synthesize.worker_side import synthesis_events
 
-        for event in synthesis_events(request, recorder.records):
+        for event in synthesis_events(request, recorder.records, emit):
             emit(event)
         return
     for op in request.ops:

@@ -51,49 +51,61 @@ def bench_table(result: BenchReport, width: int) -> Table:
     title = f"aclcap bench {result.model}: {result.device}, {result.dtype}, median of " \
             f"{result.rounds} interleaved rounds{ranks}"
     tuned = ", tuned by --max-autotune" if result.max_autotune else ""
-    title += f"\n(graph mode: {result.mechanism}{tuned})" if width < WIDE or tuned else ""
-    rows = ([str(r.size), r.mode + (f" unstable ({_why_unstable(r)})" if r.unstable else ""),
-             r.mechanism, short(r.step_median_us, 1, 1000),
+    title += f"\n({graph_mechanisms(result)}{tuned})" if width < WIDE or tuned else ""
+    rows = ([str(r.size), r.mode, r.mechanism, short(r.step_median_us, 1, 1000),
              short(r.step_p90_us, 1, 1000), short(r.host_us, 1, 1000),
              short(r.device_us, 1, 1000), num(r.launches, "d"), _speedup(r)]
             for r in result.rows)
     return table(title, _BENCH, rows, width >= WIDE)
 
 
+def graph_mechanisms(result: BenchReport) -> str:
+    """`graph mode: aoti; piecewise: aoti-piecewise`: each replaying mode's mechanism, from
+    its rows (--graph-mode full,piecewise replays two); the report's own without rows."""
+    named = {r.mode: r.mechanism for r in result.rows if r.mode in ("graph", "piecewise")}
+    label = {"graph": "graph mode", "piecewise": "piecewise"}
+    return "; ".join(f"{label[mode]}: {mechanism}" for mode, mechanism in named.items()) or \
+        f"graph mode: {result.mechanism}"
+
+
+def _paired(row: BenchRow) -> bool:
+    """The row has a speedup over eager with its interval (eager's own is 1 by definition)."""
+    judged = row.stability
+    return judged.speedup is not None and judged.speedup_ci is not None and row.mode != "eager"
+
+
 def _speedup(row: BenchRow) -> str:
-    """`1.80x ±0.06`: the speedup and the half width of its 95% interval."""
-    if row.speedup_ci is None or row.speedup_vs_eager is None or row.mode == "eager":
-        return times(row.speedup_vs_eager)
-    return f"{times(row.speedup_vs_eager)} ±{(row.speedup_ci[1] - row.speedup_ci[0]) / 2:.2f}"
-
-
-def _why_unstable(row: BenchRow) -> str:
-    """`spread 1.42` (its rounds' p90 over their median) or `±9%` (its speedup's interval)."""
+    """`1.80x ±0.06`: the speedup and the half width of its 95% interval; a row flagged
+    unstable says how wide relatively, starred (`1.80x ±12%*`): one short cell, the
+    footnote under the table (unstable_line)."""
     judged = row.stability
-    if not judged.blames_interval:
-        return f"spread {row.spread:.2f}"
-    return f"±{ci_half_width(judged.speedup, judged.speedup_ci):.0%}"
+    if not _paired(row):  # without eager to pair with, its spread stands in
+        return f"spread {row.spread:.2f}*" if row.unstable else times(row.speedup_vs_eager)
+    lo, hi = judged.speedup_ci or (0.0, 0.0)
+    if row.unstable:
+        return f"{times(judged.speedup)} ±{ci_half_width(judged.speedup or 1.0, (lo, hi)):.0%}*"
+    return f"{times(judged.speedup)} ±{(hi - lo) / 2:.2f}"
 
 
-def _unstable_line(row: BenchRow, rounds: int) -> str:
-    judged = row.stability
-    if not judged.blames_interval:
-        why = f"its p90 {row.spread:.2f}x its median over {rounds} rounds (past " \
-              f"{UNSTABLE_SPREAD}"
-    else:
-        why = f"its speedup's 95% interval is ±" \
-              f"{ci_half_width(judged.speedup, judged.speedup_ci):.1%} over {rounds} " \
-              f"rounds (past ±{UNSTABLE_CI:.0%}"
-    return f"size {row.size} {row.mode}: unstable, {why}, rounds extended within --max-time): " \
-           "trust its ratios less, or rerun on a quieter machine"
+def unstable_line(result: BenchReport) -> str | None:
+    """The footnote of the starred cells, once under the table: what the star means and
+    how to get a steadier run."""
+    flagged = [r for r in result.rows if r.unstable]
+    if not flagged:
+        return None
+    limits = [f"a 95% interval past ±{UNSTABLE_CI:.0%}"] if any(map(_paired, flagged)) else []
+    if not all(map(_paired, flagged)):
+        limits.append(f"a spread (p90 / median) past {UNSTABLE_SPREAD}")
+    return (f"* {' or '.join(limits)} over {result.rounds} rounds: too wide to trust; for a "
+            "steadier run, stop other work on the machine or raise --max-time")
 
 
 def bench_lines(result: BenchReport) -> list[str]:
-    lines = [_unstable_line(r, result.rounds) for r in result.rows if r.unstable]
+    lines = [line] if (line := unstable_line(result)) else []
     what = "step time" if result.device == "cpu" else "host time per step"
     for size, share in result.host_overhead_removed().items():
-        lines.append(f"size {size}: graph replay ({result.mechanism}) removed {share:.0%} of "
-                     f"eager's {what}")
+        did = f"removed {share:.0%} of" if share >= 0 else f"added {-share:.0%} to"
+        lines.append(f"size {size}: graph replay ({result.mechanism}) {did} eager's {what}")
     for size, ratio in result.padding_cost().items():
         lines.append(f"size {size}: padded replay takes {ratio:.2f}x the exact-size graph's step "
                      "time")

@@ -213,11 +213,13 @@ def trace_lines(result: CaptureReport) -> list[str]:
     for op in trace.custom_ops_wrong_meta:
         lines.append(f"custom op with a wrong meta impl: {op['op']}: {op['reason']}")
     if trace.recompiles:
+        # A run that failed before its backend compiled has none to name.
         backend = result.backend.compile_backend
+        backend = f", backend {backend}" if backend else ""
         # The sizes that compiled, as the JSON's trace.recompiles has them (set whether or
         # not the capture that followed succeeded).
         lines.append(f"compiles at sizes {[c.size for c in trace.recompiles]}: "
-                     f"{len(trace.recompiles)} (torch.compile, backend {backend!r})")
+                     f"{len(trace.recompiles)} (torch.compile{backend})")
         lines += [f"  {c.text()}" for c in trace.recompiles]
         if result.fail_on_recompile and result.recompiled():
             lines.append(f"--fail-on-recompile: {len(result.recompiled())} recompile(s) after "

@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.table import Table
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.text import Text
 
 import aclcap
 from aclcap.meta.lint_rules import HINTS, RULE_IDS, SUMMARIES
-from aclcap.report.layout import document, short_paths
+from aclcap.report.layout import WIDE, document, short_paths, titled
 
 if TYPE_CHECKING:
     from aclcap.meta.lint import Finding
@@ -20,14 +22,30 @@ FORMATS = ("table", "text", "json", "sarif", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def render(findings: list[Finding], width: int | None = None) -> Table:
-    """Four folding columns: the same at any width."""
-    table = Table(title="aclcap check-meta --lint: meta impls that use concrete sizes")
-    for col in ("file:line", "rule", "code", "fix"):
-        table.add_column(col, overflow="fold")
+def render(findings: list[Finding], width: int) -> RenderableType:
+    """From WIDE columns up a table whose location column never wraps; below, a table's
+    columns would fold paths and code into pieces, so each finding is a block as compilers
+    print one: `path:line:col: ACL101 rule` on one line at any width (print it uncropped:
+    the terminal, not rich, wraps a path wider than it), its code and fix indented under."""
+    title = "aclcap check-meta --lint: meta impls that use concrete sizes"
+    if width >= WIDE:
+        table = titled(title)
+        table.add_column("file:line:col", no_wrap=True)
+        for col in ("rule", "code", "fix"):
+            table.add_column(col, overflow="fold")
+        for f in findings:
+            table.add_row(_location(f), f.rule, f.code, f.hint)
+        return table
+    blocks: list[RenderableType] = [Text(title, style="bold")]
     for f in findings:
-        table.add_row(f"{short_paths(f.file)}:{f.line}", f.rule, f.code, f.hint)
-    return table
+        blocks += [Text(f"{_location(f)}: {f.rule_id} {f.rule}", no_wrap=True, overflow="ignore"),
+                   Padding(Text(f.code, style="dim"), (0, 0, 0, 4), expand=False),
+                   Padding(Text(f"fix: {f.hint}"), (0, 0, 0, 2), expand=False)]
+    return Group(*blocks)
+
+
+def _location(f: Finding) -> str:
+    return f"{short_paths(f.file)}:{f.line}:{max(f.column, 1)}"
 
 
 def to_document(findings: list[Finding]) -> dict:
@@ -37,8 +55,7 @@ def to_document(findings: list[Finding]) -> dict:
 def text_lines(findings: list[Finding]) -> list[str]:
     """`file:line:col: ACL101 message (fix: ...)`, the form gcc, clang-tidy and ruff print:
     editors jump to it and grep finds it (a line is never wrapped)."""
-    return [f"{short_paths(f.file)}:{f.line}:{max(f.column, 1)}: {f.rule_id} {SUMMARIES[f.rule]}"
-            f" (fix: {f.hint})" for f in findings]
+    return [f"{_location(f)}: {f.rule_id} {SUMMARIES[f.rule]} (fix: {f.hint})" for f in findings]
 
 
 def _escape_data(text: str) -> str:

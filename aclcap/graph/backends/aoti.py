@@ -107,7 +107,8 @@ def _custom_op_calls(exported: torch.export.ExportedProgram) -> list[str]:
 def program_key(exported: torch.export.ExportedProgram,
                 factors: dict[str, Any] | None = None, values: bool = True) -> str:
     """A key of what the artifact is compiled from: the exported graph's code, its input
-    and output signature and ranges, every weight and constant (shape, dtype and values:
+    and output signature, ranges and input layouts (the artifact assumes its inputs'
+    strides, so a strided view and a contiguous copy need two artifacts), every weight and constant (shape, dtype and values:
     AOTI bakes them in), its custom op calls and the `_toolchain`. Keyed on the model
     file's text instead, a step that reads an environment variable or a config file would
     reuse the artifact of another graph. `values=False`: the structure key, the same for
@@ -115,7 +116,9 @@ def program_key(exported: torch.export.ExportedProgram,
     h = hashlib.sha256()
     parts = [exported.graph_module.code, str(exported.call_spec.in_spec),
              str(exported.call_spec.out_spec), str(exported.range_constraints),
-             *_toolchain(factors or {}), *_custom_op_calls(exported)]
+             *_toolchain(factors or {}), *_custom_op_calls(exported),
+             *(_fake_facts(n.meta.get("val")) for n in exported.graph_module.graph.nodes
+               if n.op == "placeholder")]
     parts += [f"{name}:{list(v.shape)}:{v.dtype}" + (f":{tensor_digest(v)}" if values else "")
               for name, v in sorted(program_weights(exported).items())]
     for part in parts:
@@ -313,11 +316,13 @@ class AotiBackend:
                 on_size(size)
             if not loaded:  # compile (or find in the cache) while the first size is shown
                 loaded = self._load(step, sizes, log)
-            _, runner, artifact = next(item for item in loaded if item[0].covers(size))
+            size_range, runner, artifact = next(item for item in loaded
+                                                if item[0].covers(size))
             static = step.inputs(size)
             settle()
             t0 = time.perf_counter()
-            replay = _replayer(runner)
+            buffers = dict(step.model.named_buffers())
+            replay = _replayer(runner, tuple(buffers[name] for name in size_range.lifted))
             with torch.no_grad():
                 replay(static)  # first run at this size: what "capture" costs once compiled
             first_runs += time.perf_counter() - t0
@@ -351,12 +356,13 @@ def load_artifact(path: Path) -> Any:
     return torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
 
 
-def _replayer(loader: Any) -> Callable[[tuple], Any]:
+def _replayer(loader: Any, state: tuple = ()) -> Callable[[tuple], Any]:
     """Replay through the loader's own `run`, the lowest call torch offers from Python:
     AOTICompiledModel.__call__ parses its pytree specs on every call (about 10 of its 14 µs
     per step on a one-layer model here). The output spec is read once, and a leaf or a flat
     tuple of leaves (what steps return) is rebuilt without pytree. No grad mode is set:
-    the artifact records no autograd graph either way."""
+    the artifact records no autograd graph either way. `state`: the model's own buffers
+    the program takes after the step's inputs (SizeRange.lifted), written in place."""
     spec = pytree.treespec_loads(loader.get_call_spec()[1])
     flat_tuple = spec.type is tuple and all(child.is_leaf() for child in spec.children())
 
@@ -367,6 +373,6 @@ def _replayer(loader: Any) -> Callable[[tuple], Any]:
 
     def replay(args: tuple) -> Any:
         settle()  # with --nproc: no gloo work pending that needs the GIL the run holds
-        return unflatten(loader.run(list(args)))
+        return unflatten(loader.run([*args, *state]))
 
     return replay

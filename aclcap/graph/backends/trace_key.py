@@ -91,8 +91,8 @@ def read_index(path: Path) -> list[tuple[SizeRange, Path]] | None:
     every artifact is still there; None otherwise (the caller exports)."""
     try:
         entries = json.loads(path.read_text())["ranges"]
-        ranges = [(SizeRange(e["lo"], e["hi"], None), path.parent / e["artifact"])
-                  for e in entries]
+        ranges = [(SizeRange(e["lo"], e["hi"], None, tuple(e["lifted"])),
+                   path.parent / e["artifact"]) for e in entries]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return ranges if ranges and all(a.is_file() for _, a in ranges) else None
@@ -102,6 +102,7 @@ def write_index(path: Path, ranges: list[tuple[SizeRange, Path]]) -> None:
     """Atomically, as the artifacts are: a concurrent run never reads half an index."""
     partial = path.with_suffix(f".{os.getpid()}.partial")
     partial.write_text(json.dumps({"ranges": [
-        {"lo": r.lo, "hi": r.hi, "artifact": artifact.name} for r, artifact in ranges]}))
+        {"lo": r.lo, "hi": r.hi, "artifact": artifact.name, "lifted": list(r.lifted)}
+        for r, artifact in ranges]}))
     with contextlib.suppress(OSError):
         partial.replace(path)

@@ -24,7 +24,13 @@ from aclcap.graph.backends.aoti import AotiBackend
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import CompileLog, mark_size_dims
 from aclcap.graph.options import StepOptions
-from aclcap.graph.piecewise.pieces import GraphPiece, refresh_changed, splitting_ops_inside
+from aclcap.graph.piecewise.layout import program_inputs, same_layout
+from aclcap.graph.piecewise.pieces import (
+    CompiledPiece,
+    GraphPiece,
+    refresh_changed,
+    splitting_ops_inside,
+)
 from aclcap.graph.piecewise.split import Piece, SplitStep, split_graph
 from aclcap.graph.step import StepContext
 
@@ -117,14 +123,14 @@ class PiecewiseAotiBackend:
         self.splits.append(split)
         return split.module
 
-    def _compile(self, piece: Piece, gm: torch.fx.GraphModule, args: tuple
-                 ) -> Callable[[list], list]:
-        """Export the piece with its size dims dynamic and compile (or load) its artifact."""
+    def _compile(self, piece: Piece, gm: torch.fx.GraphModule, args: tuple) -> CompiledPiece:
+        """Export the piece with its size dims dynamic, on copies of its inputs in their own
+        layouts (the artifact assumes them), and compile (or load) its artifact."""
         assert self._step is not None
         t0 = time.perf_counter()
         try:
             with torch.no_grad():
-                exported = torch.export.export(gm, tuple(a.clone() for a in args),
+                exported = torch.export.export(gm, tuple(same_layout(a) for a in args),
                                                dynamic_shapes=_dynamic_shapes(gm))
         except Exception as exc:
             raise CaptureError(f"piecewise: torch.export of piece {piece.index} failed: "
@@ -133,7 +139,8 @@ class PiecewiseAotiBackend:
         self.artifacts.append({"piece": piece.index, **facts})
         self.phases_s["compile_or_load"] = round(
             self.phases_s.get("compile_or_load", 0.0) + time.perf_counter() - t0, 3)
-        return lambda flat: runner.run(flat)  # the artifact's AOTIModelPackageLoader
+        # runner: the artifact's AOTIModelPackageLoader
+        return CompiledPiece(lambda flat: runner.run(flat), program_inputs(exported))
 
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None,

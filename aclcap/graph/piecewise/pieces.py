@@ -19,10 +19,21 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.errors import CaptureError, first_line
+from aclcap.graph.piecewise.layout import expected_strides, in_layout, same_layout
 from aclcap.graph.piecewise.split import Piece, node_site, splits_on
 
-# Compiles a piece on its first inputs: returns what runs it on a flat list of tensors.
-Compiler = Callable[[Piece, torch.fx.GraphModule, tuple], Callable[[list], list]]
+
+@dataclass
+class CompiledPiece:
+    """A piece's artifact: `run` on a flat list of tensors, and the fake values of its
+    inputs as exported, whose strides the artifact assumes (`layout.py`)."""
+
+    run: Callable[[list], list]
+    inputs: list[torch.Tensor]
+
+
+# Compiles a piece on its first inputs.
+Compiler = Callable[[Piece, torch.fx.GraphModule, tuple], CompiledPiece]
 
 
 def refresh_changed(source: str, arg: torch.Tensor, static: torch.Tensor) -> bool:
@@ -93,7 +104,7 @@ class GraphPiece(torch.nn.Module):
         super().__init__()
         self.piece, self.gm, self.sources = piece, gm, sources
         self.compiler, self.check, self.refresh = compiler, check, refresh
-        self.run: Callable[[list], list] | None = None
+        self.compiled: CompiledPiece | None = None
         self.graphs: dict[tuple, PieceGraph] = {}
         self.by_size: dict[int, PieceGraph] = {}  # what each capture size captured
         self.capturing: int | None = None  # the size being captured; None: replay only
@@ -120,18 +131,21 @@ class GraphPiece(torch.nn.Module):
         return graph.outputs[0] if self.single else tuple(graph.outputs)
 
     def _capture(self, args: tuple) -> PieceGraph:
-        if self.run is None:  # the first (largest) size: check, then compile once
+        if self.compiled is None:  # the first (largest) size: check, then compile once
             if problems := self.check(self.gm, args):
                 raise CaptureError("; ".join(problems))
-            self.run = self.compiler(self.piece, self.gm, args)
+            self.compiled = self.compiler(self.piece, self.gm, args)
         # A weight, a step input (the capture's own input buffer, as a full graph's is) or a
-        # graph piece's output is its own static buffer; a splitting op's output is copied.
-        statics = [a.clone() if source == "eager" and a.data_ptr() not in self.weights else a
-                   for a, source in zip(args, self.sources, strict=True)]
+        # graph piece's output is its own static buffer, written in place; a splitting op's
+        # output is copied, as is a buffer in another layout than the artifact assumes.
+        strides = expected_strides(self.compiled.inputs, args)
+        statics = [same_layout(a) if source == "eager" and a.data_ptr() not in self.weights
+                   else in_layout(a, layout)
+                   for a, source, layout in zip(args, self.sources, strides, strict=True)]
         before = [s.clone() for s in statics]
         t0 = time.perf_counter()
         try:
-            outputs = list(self.run(statics))
+            outputs = list(self.compiled.run(statics))
         except Exception as exc:  # e.g. a dim the export kept static, at another size
             raise CaptureError(f"piecewise: graph piece {self.piece.index} fails its first run "
                                f"at input shapes {[list(a.shape) for a in args]}: "
@@ -151,8 +165,8 @@ class GraphPiece(torch.nn.Module):
         for source, arg, static in zip(self.sources, args, graph.inputs, strict=True):
             if self.refresh(source, arg, static):
                 static.copy_(arg)
-        run = self.run or (lambda _: [])  # set by the capture that made `graph`
-        for static_out, out in zip(graph.outputs, run(graph.inputs), strict=True):
+        assert self.compiled is not None  # set by the capture that made `graph`
+        for static_out, out in zip(graph.outputs, self.compiled.run(graph.inputs), strict=True):
             if out.data_ptr() != static_out.data_ptr():
                 static_out.copy_(out)
         for i in graph.mutated:

@@ -170,7 +170,11 @@ def _rematerialize(gm: torch.fx.GraphModule) -> None:
 
 def _partitions(gm: torch.fx.GraphModule, names: frozenset[str]) -> tuple[dict, dict]:
     """Partition ids in graph order: a splitting op (and the getitems of its outputs) alone,
-    everything between two of them together; a size or view goes with its only user."""
+    everything between two of them together; a size or view goes with its only user, and
+    moves to just before it: Dynamo puts a view taken in a call's arguments (`layer(h,
+    k_cache[:, i])`) before the code that computes the other arguments, and split_module,
+    which makes the submodules in the order their nodes first appear, would call that
+    partition before the one that computes them."""
     part, current, split_ops = {}, 0, {}
     nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     for node in nodes:
@@ -189,6 +193,7 @@ def _partitions(gm: torch.fx.GraphModule, names: frozenset[str]) -> tuple[dict, 
             user = next(iter(node.users))
             if user in part:
                 part[node] = part[user]
+                user.prepend(node)
     return part, split_ops
 
 

@@ -4,8 +4,6 @@ Python computes them."""
 
 from __future__ import annotations
 
-import torch
-
 from aclcap.meta.synthesize.emit_python import expr_source
 from aclcap.meta.synthesize.rules import (
     DtypeRule,
@@ -52,7 +50,8 @@ def describe_output(index: int, out: OutputRule) -> str:
     else:
         parts.append(_dtype(out.dtype))
         parts.append("contiguous" if out.layout.kind == "contiguous" else
-                     f"stride order of {out.layout.arg}")
+                     f"stride order of {out.layout.arg}" if out.layout.kind == "like" else
+                     f"dims laid out in order {list(out.layout.order)}")
     if out.none_when is not None:
         parts.append(f"None when {out.none_when[0]} {out.none_when[1]}")
     return f"out {index}: " + ", ".join(parts)
@@ -61,8 +60,7 @@ def describe_output(index: int, out: OutputRule) -> str:
 def describe_rule(rule: OpRule) -> list[str]:
     """One line per output, then what it writes against the schema's `!` marks."""
     lines = [describe_output(i, o) for i, o in enumerate(rule.outputs)] or ["returns ()"]
-    marked = {a.name for a in torch._C.parse_schema(rule.schema).arguments
-              if a.alias_info is not None and a.alias_info.is_write}
+    marked = {a.name for a in rule.schema_spec().args if a.write}
     writes = [f"`{w}` (schema marks it `!`)" if w in marked else
               f"`{w}` (schema does NOT mark it `!`)" for w in rule.writes]
     if writes:

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import torch
 
-from aclcap.meta.synthesize.emit_python import evidence_sentences, pyname, same_shape_as
+from aclcap.meta.synthesize.emit_python import (
+    base_tensor,
+    comment_lines,
+    evidence_sentences,
+    pyname,
+    same_shape_as,
+)
 from aclcap.meta.synthesize.rules import (
     BinOp,
     Const,
@@ -27,6 +33,7 @@ from aclcap.meta.synthesize.rules import (
     DtypeRule,
     Expr,
     IntArg,
+    ItemSize,
     LeadingDims,
     Numel,
     OpRule,
@@ -34,22 +41,21 @@ from aclcap.meta.synthesize.rules import (
     Unbacked,
     WholeShape,
 )
+from aclcap.meta.synthesize.schema import ArgSpec, OpSchema
+from aclcap.meta.synthesize.signatures import CppSignature, split_top
 
 HEADER = """// Meta kernels synthesized by `aclcap check-meta --synthesize-cpp` from real calls of
 // each op's kernel.{extra}
 // Build into a library loaded after the op library (check-meta does this with
 // torch.utils.cpp_extension), or add this file to the op library's sources.
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
-#include <ATen/ops/promote_types.h>
-#include <torch/library.h>
-
-#include <algorithm>
-#include <numeric>
-#include <optional>
-#include <tuple>
 """
+# What a use in the body needs included, in the order the header lists them.
+_INCLUDES = (("", "<ATen/core/Tensor.h>"), ("at::empty_symint(", "<ATen/ops/empty.h>"),
+             ("at::empty_strided_symint(", "<ATen/ops/empty_strided.h>"),
+             ("at::empty_like(", "<ATen/ops/empty_like.h>"),
+             ("at::promote_types(", "<ATen/ops/promote_types.h>"), ("", "<torch/library.h>"),
+             ("std::stable_sort(", "<algorithm>"), ("std::iota(", "<numeric>"),
+             ("std::optional", "<optional>"), ("std::tuple", "<tuple>"))
 
 # Schema argument types -> the C++ parameter types the dispatcher's unboxing expects.
 _PARAM_TYPES = {
@@ -109,18 +115,29 @@ _ORDER_HELPER = """
 // guards on them, as torch's own layout rules do.
 at::Tensor empty_in_order_of(const at::Tensor& like, c10::SymIntArrayRef sizes,
                              at::TensorOptions options) {
-  TORCH_CHECK(static_cast<int64_t>(sizes.end() - sizes.begin()) == like.dim(),
+  TORCH_CHECK(static_cast<int64_t>(sizes.size()) == like.dim(),
               "synthesized layout: the output must have the rank of the input it follows");
-  at::DimVector perm(like.dim());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+  at::DimVector order(like.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return like.sym_stride(a) > like.sym_stride(b);
   });
-  c10::SymDimVector physical;
-  for (const int64_t d : perm) physical.push_back(sizes[d]);
-  at::DimVector inverse(perm.begin(), perm.end());
-  for (int64_t i = 0; i < like.dim(); ++i) inverse[perm[i]] = i;
-  return at::empty_symint(physical, options).permute(inverse);
+  return empty_in_order(sizes, order, options);
+}
+"""
+# A dense tensor whose dims run in a given order: strides written out, since a permute()
+# inside a Meta kernel trips torch's fake-tensor dispatch under symbolic sizes.
+_DENSE_HELPER = """
+// An empty dense tensor of `sizes` whose dims run outermost to innermost in `order`.
+at::Tensor empty_in_order(c10::SymIntArrayRef sizes, at::IntArrayRef order,
+                          at::TensorOptions options) {
+  c10::SymDimVector strides(sizes.size());
+  c10::SymInt step = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = step;
+    step = step * sizes[*it];
+  }
+  return at::empty_strided_symint(sizes, strides, options);
 }
 """
 # A shape that keeps an input's leading dims whatever its rank (rules.LeadingDims).
@@ -136,34 +153,34 @@ c10::SymDimVector leading_dims(const at::Tensor& t, int64_t drop,
 """
 
 
-def declared_types(schema: str) -> list[str]:
-    """Each argument's type as the schema spells it (`SymInt[]`, `ScalarType`, `Tensor(a!)`):
-    torch's parsed schema reports SymInt as int and ScalarType as int, which C++ can't."""
-    inner = schema[schema.index("(") + 1: schema.rindex(") ->")]
-    parts, depth, current = [], 0, ""
-    for ch in inner:
-        depth += 1 if ch in "([" else -1 if ch in ")]" else 0
-        if ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    parts.append(current)
-    types = []
-    for part in (p.strip() for p in parts):
-        if part and part != "*":
-            types.append(part.split("=", 1)[0].rsplit(" ", 1)[0].strip())
-    return types
-
-
-def _param_type(declared: str) -> str:
-    base = re.sub(r"\([a-z]+!?\)", "", declared)  # Tensor(a!) -> Tensor
-    base = re.sub(r"\[\d+\]", "[]", base)  # int[2] -> int[]
-    if base == "Tensor" and "!" in declared:
+def _param_type(arg: ArgSpec) -> str:
+    """The C++ type the dispatcher's unboxing takes for `arg`, where the library's own
+    signature is unknown (an op without a typed kernel)."""
+    base = re.sub(r"\[\d+\]", "[]", arg.type)  # int[2] -> int[]
+    if base == "Tensor" and arg.write:
         return "at::Tensor&"
     if base not in _PARAM_TYPES:
-        raise ValueError(f"no C++ parameter type for schema type {declared!r}")
+        raise ValueError(f"no C++ parameter type for schema type {arg.declared()!r}")
     return _PARAM_TYPES[base]
+
+
+# Spellings the dispatcher prints (c10::demangle) -> the ones people write: the same types.
+_PRETTY = ((re.compile(r"std::__cxx11::basic_string<char, std::char_traits<char>, "
+                       r"std::allocator<char> >"), "std::string"),
+           (re.compile(r"std::vector<(\w[\w:]*), std::allocator<\1 > >"), r"std::vector<\1>"),
+           (re.compile(r"c10::ArrayRef<long>"), "at::IntArrayRef"),
+           (re.compile(r"c10::ArrayRef<c10::SymInt>"), "c10::SymIntArrayRef"),
+           (re.compile(r"c10::ArrayRef<at::Tensor>"), "at::TensorList"),
+           (re.compile(r"\blong\b"), "int64_t"),
+           (re.compile(r"^(.*\S) const&$"), r"const \1&"))
+
+
+def pretty_type(text: str) -> str:
+    """`at::Tensor const&` -> `const at::Tensor&`, `long` -> `int64_t`: the same C++ type
+    (the dispatcher compares types, not spellings), as a person writes it."""
+    for pattern, replacement in _PRETTY:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def scalar_type(dtype: str) -> str:
@@ -182,11 +199,20 @@ def expr_source(e: Expr | Unbacked, prec: int = 0) -> str:
         return f"{base}.sym_size({e.index})" if isinstance(e, Dim) else f"{base}.sym_numel()"
     if isinstance(e, IntArg):
         return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
+    if isinstance(e, ItemSize):
+        return f"{pyname(e.arg)}.element_size()" if e.tensor else \
+            f"static_cast<int64_t>(c10::elementSize({pyname(e.arg)}))"
     if not isinstance(e, BinOp):
         raise TypeError(f"not a C++ shape expression: {e!r}")
+    if e.op == "max":
+        return f"c10::SymInt({expr_source(e.left)}).max({expr_source(e.right)})"
     if e.op == "ceil//":  # sizes are >= 0 and divisors > 0: (a + b - 1) / b rounds up
-        right = expr_source(e.right, 1)
-        text = f"({expr_source(e.left, 1)} + {right} - 1) / {expr_source(e.right, 3)}"
+        if isinstance(e.right, Const):  # (k + 1) / 2, not (k + 2 - 1) / 2
+            text = f"({expr_source(e.left, 1)} + {e.right.value - 1}) / {e.right.value}" \
+                if e.right.value > 1 else expr_source(e.left, 2)
+        else:
+            right = expr_source(e.right, 1)
+            text = f"({expr_source(e.left, 1)} + {right} - 1) / {expr_source(e.right, 3)}"
         return f"({text})" if prec >= 2 else text  # an operand of * or / keeps it whole
     own = _PRECEDENCE[e.op]
     op = "/" if e.op == "//" else e.op  # SymInt's / floors (sizes are never negative)
@@ -239,6 +265,9 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             arg = pyname(out.shape.arg)
             sizes = arg if types.get(out.shape.arg, "").startswith("SymInt") else \
                 f"c10::fromIntArrayRefSlow({arg})"
+        elif len(out.shape) == 1 and isinstance(out.shape[0], LeadingDims) and \
+                out.shape[0].drop == 0:
+            sizes = f"{pyname(out.shape[0].arg)}.sym_sizes()"
         elif out.shape and isinstance(out.shape[0], LeadingDims):
             lead = out.shape[0]
             tail = "{" + ", ".join(expr_source(e) for e in out.shape[1:]) + "}"  # type: ignore[arg-type]
@@ -250,7 +279,11 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             listed = "{" + ", ".join(expr_source(e) for e in out.shape) + "}"
             sizes = "c10::SymDimVector" + listed
             if hoist:
-                setup.append(f"  c10::SymDimVector {name}_sizes{listed};")
+                line = f"  c10::SymDimVector {name}_sizes{listed};"
+                setup += [line] if len(line) <= 100 else [
+                    f"  c10::SymDimVector {name}_sizes{{",
+                    *(f"      {expr_source(e)}," for e in out.shape[:-1]),
+                    f"      {expr_source(out.shape[-1])}}};"]
                 sizes = f"{name}_sizes"
         if out.alias.kind == "view":
             text = f"view_of_contiguous({pyname(out.alias.arg or '')}, {sizes})"
@@ -258,7 +291,9 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             like = out.layout.arg if out.layout.kind == "like" else None
             same_dtype = out.dtype is not None and out.dtype.kind == "like" and \
                 out.dtype.arg == like
-            options = f"{base}.options().dtype({_dtype_source(out.dtype, base)})"
+            dtype = _dtype_source(out.dtype, base)
+            options = f"{base}.options()" if dtype == f"{base}.scalar_type()" else \
+                f"{base}.options().dtype({dtype})"
             if hoist:
                 setup.append(f"  const auto {name}_options = {options};")
                 options = f"{name}_options"
@@ -267,6 +302,9 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
                     f"at::empty_like({pyname(like)}, {options})"
             elif like is not None:  # another shape of the same rank, in like's stride order
                 text = f"empty_in_order_of({pyname(like)}, {sizes}, {options})"
+            elif out.layout.kind == "order":
+                order = ", ".join(map(str, out.layout.order))
+                text = f"empty_in_order({sizes}, {{{order}}}, {options})"
             else:
                 text = f"at::empty_symint({sizes}, {options})"
     return setup, text
@@ -297,27 +335,26 @@ def _output_lines(out: OutputRule, base: str, types: dict[str, str], ret_type: s
             f"  if (!({cond})) {{", *("  " + s for s in setup), "  " + assign, "  }"]
 
 
-def _return_types(schema: torch._C.FunctionSchema, rule: OpRule, types: dict[str, str]
-                  ) -> list[str]:
+def _return_types(schema: OpSchema, rule: OpRule, sig: CppSignature | None) -> list[str]:
+    """Each output's C++ type: the library's own where its signature is known."""
+    if sig is not None:
+        ret = pretty_type(sig.ret)
+        if ret == "void":
+            return []
+        if len(schema.returns) > 1 and ret.startswith("std::tuple<"):
+            return split_top(ret[len("std::tuple<"):-1])
+        return [ret]
     out = []
     for ret, o in zip(schema.returns, rule.outputs, strict=True):
-        optional = str(ret.type).startswith("Optional")
-        mutable_input = (o.alias.kind == "input" and "!" in types.get(o.alias.arg or "", "")
-                         and len(schema.returns) == 1)
-        out.append("std::optional<at::Tensor>" if optional else
+        mutable_input = (o.alias.kind == "input" and o.alias.arg is not None
+                         and schema.arg(o.alias.arg).write and len(schema.returns) == 1)
+        out.append("std::optional<at::Tensor>" if ret.type.endswith("?") else
                    "at::Tensor&" if mutable_input else "at::Tensor")
     return out
 
 
 def _comment(text: str, indent: str = "") -> list[str]:
-    words, lines, line = text.split(), [], ""
-    for word in words:
-        if line and len(indent) + 3 + len(line) + 1 + len(word) > 100:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    return [f"{indent}// {ln}" for ln in [*lines, line] if ln]
+    return comment_lines(text, indent, "//")
 
 
 def kernel_name(op: str) -> str:
@@ -326,19 +363,19 @@ def kernel_name(op: str) -> str:
     return f"{base}_meta" if overload in ("", "default") else f"{base}_{overload}_meta"
 
 
-def function_source(rule: OpRule) -> str:
-    """One Meta kernel for one op rule."""
-    schema = torch._C.parse_schema(rule.schema)
-    declared = declared_types(rule.schema)
-    types = {a.name: t for a, t in zip(schema.arguments, declared, strict=True)}
-    base = next((pyname(a.name) for a in schema.arguments if str(a.type) == "Tensor"), None)
-    base = base or next((f"{pyname(a.name)}[0]" for a in schema.arguments
-                         if str(a.type) == "List[Tensor]"), None)
-    if base is None:
-        raise ValueError(f"{rule.op}: no tensor argument to make outputs from")
-    params = [f"{_param_type(t)} {pyname(a.name)}" for a, t in zip(schema.arguments, declared,
-                                                                       strict=True)]
-    rets = _return_types(schema, rule, types)
+def function_source(rule: OpRule, sig: CppSignature | None = None) -> str:
+    """One Meta kernel for one op rule, in the library's own C++ signature `sig` where it
+    is known (the dispatcher aborts on a Meta kernel of another signature)."""
+    schema = rule.schema_spec()
+    types = {a.name: a.type for a in schema.args}
+    base = base_tensor(schema)
+    if sig is not None and len(sig.params) == len(schema.args):
+        param_types = [pretty_type(p) for p in sig.params]
+    else:
+        sig = None
+        param_types = [_param_type(a) for a in schema.args]
+    params = [f"{t} {pyname(a.name)}" for a, t in zip(schema.args, param_types, strict=True)]
+    rets = _return_types(schema, rule, sig)
     ret = "void" if not rets else rets[0] if len(rets) == 1 else \
         f"std::tuple<{', '.join(rets)}>"
     lines = _comment(rule.schema) + [
@@ -351,7 +388,7 @@ def function_source(rule: OpRule) -> str:
     if not rets:
         lines.append("  // an out-variant: it only writes its arguments")
     # Locals are result, result_sizes, result0...: made longer until they shadow no argument.
-    taken = {pyname(a.name) for a in schema.arguments}
+    taken = {pyname(a.name) for a in schema.args}
     stem = "result"
     while any(t.startswith(stem) for t in taken):
         stem += "_"
@@ -365,16 +402,21 @@ def function_source(rule: OpRule) -> str:
     return "\n".join(lines) + "\n"
 
 
-def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> str:
-    """The whole C++ file: one Meta kernel per rule and one `TORCH_LIBRARY_IMPL(ns, Meta, m)`
-    block per namespace (only `ns` where given). Rules with a data-dependent size (see the
-    module docstring) or a schema type C++ has no form for here get a comment instead."""
+def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "",
+             signatures: dict[str, CppSignature] | None = None) -> str:
+    """The whole C++ file: one Meta kernel per rule, in the library's C++ signature where
+    `signatures` has it, and one `TORCH_LIBRARY_IMPL(ns, Meta, m)` block per namespace (only
+    `ns` where given); a rule that must not be registered (OpRule.unregistered) keeps its
+    kernel and has its `m.impl` line commented out, with the reason. Rules with a
+    data-dependent size (see the module docstring) or a schema type C++ has no form for
+    here get a comment instead. Only the headers the kernels use are included."""
+    signatures = signatures or {}
     by_ns: dict[str, list[OpRule]] = defaultdict(list)
     for rule in rules:
         by_ns[rule.op.split("::", 1)[0]].append(rule)
     if ns is not None:
         by_ns = {ns: by_ns.get(ns, [])}
-    text = HEADER.format(extra=f"\n// {header.strip()}" if header.strip() else "")
+    body = ""
     for name, group in by_ns.items():
         kernels, bodies, skipped = [], [], []
         for rule in group:
@@ -386,29 +428,40 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "") -> st
                     "writes for it (ctx.new_dynamic_size())."))
                 continue
             try:
-                bodies.append(function_source(rule))
+                bodies.append(function_source(rule, signatures.get(rule.op)))
             except ValueError as exc:  # a schema type with no C++ form here: say so, go on
                 skipped.append(_comment(f"{rule.op}: no C++ Meta kernel emitted: {exc}; load "
                                         "the Python fake that `--synthesize` writes for it."))
                 continue
             kernels.append(rule)
-        text += "\nnamespace {\n"
-        if any(isinstance(o.shape, tuple) and o.shape and isinstance(o.shape[0], LeadingDims)
-               for r in kernels for o in r.outputs):
-            text += _LEADING_HELPER
-        if any("view_of_contiguous(" in body for body in bodies):
-            text += _VIEW_HELPER
-        if any("empty_in_order_of(" in body for body in bodies):
-            text += _ORDER_HELPER
-        text += "".join("\n" + body for body in bodies)
-        text += "\n}  // namespace\n"
-        text += "".join("\n" + "\n".join(lines) + "\n" for lines in skipped)
-        text += f"\nTORCH_LIBRARY_IMPL({name}, Meta, m) {{\n"
+        body += "\nnamespace {\n"
+        if any("leading_dims(" in b for b in bodies):
+            body += _LEADING_HELPER
+        if any("view_of_contiguous(" in b for b in bodies):
+            body += _VIEW_HELPER
+        if any("empty_in_order" in b for b in bodies):
+            body += _DENSE_HELPER
+        if any("empty_in_order_of(" in b for b in bodies):
+            body += _ORDER_HELPER
+        body += "".join("\n" + b for b in bodies)
+        body += "\n}  // namespace\n"
+        body += "".join("\n" + "\n".join(lines) + "\n" for lines in skipped)
+        body += f"\nTORCH_LIBRARY_IMPL({name}, Meta, m) {{\n"
         for r in kernels:
             overload = r.op.split("::", 1)[1].removesuffix(".default")
-            text += f'  m.impl("{overload}", TORCH_FN({kernel_name(r.op)}));\n'
-        text += "}\n"
-    return text
+            line = f'm.impl("{overload}", TORCH_FN({kernel_name(r.op)}));'
+            if r.unregistered:
+                body += f"  // not registered (the reason is above {kernel_name(r.op)}):\n"
+                line = f"// {line}"
+            body += f"  {line}\n"
+        body += "}\n"
+    includes = [f"#include {header_file}" for use, header_file in _INCLUDES
+                if not use or use in body]
+    system = [i for i in includes if not i.endswith(".h>")]
+    own = [i for i in includes if i.endswith(".h>")]
+    return (HEADER.format(extra=f"\n// {header.strip()}" if header.strip() else "")
+            + "\n".join(own) + "\n" + ("\n" + "\n".join(system) + "\n" if system else "")
+            + body)
 
 
 def library_name(source: Path) -> str:

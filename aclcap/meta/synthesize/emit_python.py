@@ -11,8 +11,6 @@ from __future__ import annotations
 import keyword
 import math
 
-import torch
-
 from aclcap.meta.synthesize.rules import (
     BinOp,
     Const,
@@ -20,6 +18,7 @@ from aclcap.meta.synthesize.rules import (
     DtypeRule,
     Expr,
     IntArg,
+    ItemSize,
     LeadingDims,
     Numel,
     OpRule,
@@ -27,6 +26,7 @@ from aclcap.meta.synthesize.rules import (
     Unbacked,
     WholeShape,
 )
+from aclcap.meta.synthesize.schema import SCALAR_TYPE_DEFAULTS, ArgSpec, OpSchema
 
 _LINE = 100  # the project's ruff line length, which the emitted module keeps too
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
@@ -72,12 +72,16 @@ def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0, ctx: str = "ctx
         return f"{base}.numel()"
     if isinstance(e, IntArg):
         return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
+    if isinstance(e, ItemSize):
+        return f"{pyname(e.arg)}.element_size()" if e.tensor else f"{pyname(e.arg)}.itemsize"
     if isinstance(e, Unbacked):
         return f"{ctx}.new_dynamic_size()"
     if isinstance(e, LeadingDims):  # only ever first in a shape list: [*x.shape[:-1], ...]
         return f"*{pyname(e.arg)}.shape" + (f"[:-{e.drop}]" if e.drop else "")
     if not isinstance(e, BinOp):
         raise TypeError(f"not a shape expression: {e!r}")
+    if e.op == "max":  # max() on SymInts would guard on which is larger
+        return f"torch.sym_max({expr_source(e.left, 0, ctx)}, {expr_source(e.right, 0, ctx)})"
     if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)
         return f"-(-{expr_source(e.left, 3, ctx)} // {expr_source(e.right, 3, ctx)})"
     own = _PRECEDENCE[e.op]
@@ -145,6 +149,11 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None, ctx: str
                 f"torch.empty_like({pyname(like)}, dtype={dtype})"
         elif like is not None and not isinstance(out.shape, WholeShape):
             text = f"_empty_in_order_of({pyname(like)}, {sizes}, {dtype})"
+        elif out.layout.kind == "order" and isinstance(out.shape, tuple):
+            order = out.layout.order
+            physical = "[" + ", ".join(expr_source(out.shape[d], ctx=ctx) for d in order) + "]"
+            inverse = ", ".join(str(order.index(d)) for d in range(len(order)))
+            text = f"{base}.new_empty({physical}, dtype={dtype}).permute({inverse})"
         else:
             text = f"{base}.new_empty({sizes}, dtype={dtype})"
     if out.none_when is not None:
@@ -173,18 +182,39 @@ def _wrap_call(head: str, parts: list[str], tail: str, indent: str = "") -> list
     return [f"{indent}{head}", *(f"{indent}    {p}," for p in parts), f"{indent}{tail.lstrip()}"]
 
 
-def _comment(text: str, indent: str = "    ") -> list[str]:
-    """A comment, broken into lines within the limit."""
-    words, lines, line = text.split(), [], ""
-    for word in words:
-        if line and len(indent) + 2 + len(line) + 1 + len(word) > _LINE:
+def comment_lines(text: str, indent: str, mark: str, width: int = _LINE) -> list[str]:
+    """`text` as comment lines (`mark` is `#` or `//`) within `width`, broken between
+    words but never inside a `code span`, [a list] or (a parenthesis) that fits a line,
+    and cut to its first line where it carries a traceback."""
+    text = text.split("\nTraceback", 1)[0].split("\n", 1)[0]
+    room = width - len(indent) - len(mark) - 1
+    pieces, current, depth, code = [], "", 0, False
+    for word in text.split():
+        if current and len(current) + 1 + len(word) > room:  # a unit longer than a line
+            pieces.append(current)
+            current = ""
+        current = f"{current} {word}" if current else word
+        code ^= word.count("`") % 2 == 1
+        depth += sum(word.count(c) for c in "([") - sum(word.count(c) for c in ")]")
+        if not code and depth <= 0:
+            pieces.append(current)
+            current, depth, code = "", 0, False
+    if current:
+        pieces.append(current)
+    lines, line = [], ""
+    for piece in pieces:
+        if line and len(line) + 1 + len(piece) > room:
             lines.append(line)
-            line = word
+            line = piece
         else:
-            line = f"{line} {word}" if line else word
+            line = f"{line} {piece}" if line else piece
     if line:
         lines.append(line)
-    return [f"{indent}# {ln}" for ln in lines]
+    return [f"{indent}{mark} {ln}" for ln in lines]
+
+
+def _comment(text: str, indent: str = "    ") -> list[str]:
+    return comment_lines(text, indent, "#")
 
 
 def evidence_sentences(rule: OpRule) -> list[str]:
@@ -199,12 +229,14 @@ def evidence_sentences(rule: OpRule) -> list[str]:
     out += [f"Schema defect: {d.message}; corrected schema: {d.corrected_schema}"
             for d in rule.defects]
     out += [f"Note: {note}" for note in rule.notes]
+    out += [f"Unproven: {what}." for what in rule.unproven]
     verdict = rule.verified
     if verdict is None:
         out.append("Not verified yet: run the battery on calls not used for fitting.")
     elif verdict.startswith("verified"):
         out.append(f"Checks passed: {verdict}.")
-    elif verdict.lower().startswith(("not verified", "verification failed")):
+    elif verdict.lower().startswith(("not verified", "verification failed", "not registered",
+                                     "passed ")):
         out.append(verdict[:1].upper() + verdict[1:])  # the verdict already says so
     else:
         out.append(f"NOT VERIFIED, failed: {verdict}")
@@ -221,19 +253,14 @@ def _function_name(op: str) -> str:
     return f"_fake_{name}" if overload == "default" else f"_fake_{name}_{overload}"
 
 
-# c10::ScalarType values a schema default can hold (`ScalarType dtype=float` parses to 6).
-_SCALAR_TYPE_DEFAULTS = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64",
-                         5: "float16", 6: "float32", 7: "float64", 11: "bool", 15: "bfloat16"}
-
-
-def _default_source(arg) -> str:
+def _default_source(arg: ArgSpec) -> str:
     """A schema default as Python source. A fake receives only the arguments the caller
     passed (torch drops defaulted ones before dispatch), so it must carry the defaults."""
-    value = arg.default_value
-    if "ScalarType" in str(arg.real_type) and isinstance(value, int):
-        if value not in _SCALAR_TYPE_DEFAULTS:
+    value = arg.default
+    if arg.scalar_type_default and isinstance(value, int):
+        if value not in SCALAR_TYPE_DEFAULTS:
             raise ValueError(f"argument {arg.name}: ScalarType default {value} is not known here")
-        return f"torch.{_SCALAR_TYPE_DEFAULTS[value]}"
+        return f"torch.{SCALAR_TYPE_DEFAULTS[value]}"
     if isinstance(value, float) and not math.isfinite(value):
         return f'float("{value}")'
     if isinstance(value, list):  # a tuple: a list default is mutable (ruff B006)
@@ -241,24 +268,24 @@ def _default_source(arg) -> str:
     return repr(value)
 
 
-def _params(schema: torch._C.FunctionSchema) -> list[str]:
+def _params(schema: OpSchema) -> list[str]:
     parts, kwarg_only = [], False
-    for arg in schema.arguments:
+    for arg in schema.args:
         if arg.kwarg_only and not kwarg_only:
             parts.append("*")
             kwarg_only = True
-        default = f"={_default_source(arg)}" if arg.has_default_value() else ""
+        default = f"={_default_source(arg)}" if arg.has_default else ""
         parts.append(pyname(arg.name) + default)
     return parts
 
 
-def _base_tensor(schema: torch._C.FunctionSchema) -> str:
+def base_tensor(schema: OpSchema) -> str:
     """The first plain Tensor argument: new outputs are made on its device."""
-    for arg in schema.arguments:
-        if str(arg.type) == "Tensor":
+    for arg in schema.args:
+        if arg.type == "Tensor":
             return pyname(arg.name)
-    for arg in schema.arguments:  # a Tensor[] only: its first element
-        if str(arg.type) == "List[Tensor]":
+    for arg in schema.args:  # a Tensor[] only: its first element
+        if arg.type == "Tensor[]":
             return f"{pyname(arg.name)}[0]"
     raise ValueError(f"{schema.name}: no tensor argument to make outputs from")
 
@@ -269,17 +296,21 @@ def register_target(rule: OpRule) -> str:
 
 
 def function_source(rule: OpRule) -> str:
-    """One register_fake function for one op rule."""
-    schema = torch._C.parse_schema(rule.schema)
-    base = _base_tensor(schema)
+    """One register_fake function for one op rule; a plain function, its reason above it,
+    where the rule must not be registered (rules.OpRule.unregistered)."""
+    schema = rule.schema_spec()
+    base = base_tensor(schema)
     unbacked = any(isinstance(e, Unbacked) for o in rule.outputs
                    if isinstance(o.shape, tuple) for e in o.shape)
     lines = [f"# {rule.schema}"] if len(rule.schema) + 2 <= _LINE else \
         _comment(rule.schema, indent="")
-    lines.append(f'@torch.library.register_fake("{register_target(rule)}")')
+    if rule.unregistered:
+        lines += _comment("NOT REGISTERED: the reason is below.", indent="")
+    else:
+        lines.append(f'@torch.library.register_fake("{register_target(rule)}")')
     lines += _wrap_call(f"def {_function_name(rule.op)}(", _params(schema), "):")
     lines += [ln for sentence in evidence_sentences(rule) for ln in _comment(sentence)]
-    taken = {pyname(a.name) for a in schema.arguments}
+    taken = {pyname(a.name) for a in schema.args}
 
     def local(name: str) -> str:  # a local variable that shadows no argument
         while name in taken:

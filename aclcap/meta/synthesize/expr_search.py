@@ -1,13 +1,21 @@
 """The smallest integer expression that gives an output dim in every observed call.
 
-Terms are input dims, numels, int arguments, elements of int[] arguments and constants;
-operations `+ - *` and floor or ceil division by a constant, an int argument or a dim
+Terms are input dims, numels, int arguments, elements of int[] arguments, the itemsize of a
+ScalarType argument (or of a tensor whose dtype varies) and constants; operations
+`+ - * max` and floor or ceil division by a constant, an int argument, a dim or an itemsize
 (`numel // x.shape[-1]`), never by a formula: nested divisions fit anything. Expressions
 are enumerated by size (a term is 1, `a op b` is 1 + size(a) + size(b)) up to MAX_SIZE,
 each as its vector of values over the calls; two expressions with the same vector are the
 same to the data, so only the first (the preferred) of each is kept, which keeps the
-search a few numpy array operations per size. torch's own sympy machinery solves guards,
-not this inverse problem, so it is written here."""
+search a few numpy array operations per size.
+
+Past MAX_SIZE, two bounded forms are searched exhaustively before a size is called
+data-dependent: an expression of size 3 or less divided (floor or ceil) by a constant
+times a term (`(numel + 1) // (2 * itemsize)`), and a sum of up to MAX_MONOMIALS products
+of at most two terms with coefficients in COEFFICIENTS plus a constant in
+[-MAX_OFFSET, MAX_OFFSET] (`numel + E * (block - 1)`), found by a meet in the middle over
+hashed value vectors. torch's own sympy machinery solves guards, not this inverse problem,
+so it is written here."""
 
 from __future__ import annotations
 
@@ -17,12 +25,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from aclcap.meta.observe import ObservedCall
-from aclcap.meta.synthesize.rules import BinOp, Const, Dim, Expr, IntArg, Numel
+from aclcap.meta.synthesize.rules import BinOp, Const, Dim, Expr, IntArg, ItemSize, Numel
 
 MAX_SIZE = 5  # (numel + 1) // 2 is size 5; bigger fits few observations too easily
 CONSTANTS = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
 LIMIT = 1 << 48  # values past this are no size: dropped, and no overflow in int64
-_OPS = ("*", "//", "ceil//", "+", "-")  # preference order at equal size
+_OPS = ("*", "//", "ceil//", "+", "-", "max")  # preference order at equal size
+MAX_MONOMIALS = 3
+COEFFICIENTS = (1, -1, 2, -2)
+MAX_OFFSET = 512
+SCALES = (1, 2, 4, 8)  # a divisor's constant factor
+MAX_ATOMS = 40  # varying terms a sum of products is built from (40 give 860 monomials)
 
 
 @dataclass(frozen=True)
@@ -70,13 +83,27 @@ def terms(calls: Sequence[ObservedCall]) -> list[Term]:
                         add(Dim(name, _dim_index(d, rank), item), [s[d] for s in shapes])
         elif all(isinstance(f.value, int) and not isinstance(f.value, bool) for f in facts):
             add(IntArg(name), [f.value for f in facts])
+        elif all(isinstance(f.value, str) and _itemsize(f.value) for f in facts):
+            add(ItemSize(name), [_itemsize(f.value) for f in facts])
         elif all(isinstance(f.value, list) for f in facts) and \
                 len({len(f.value) for f in facts}) == 1:
             for i in range(len(first.arg(name).value)):
                 add(IntArg(name, i), [f.value[i] for f in facts])
     for expr, values in numels:
         add(expr, values)
+    for arg in first.args:  # a tensor's itemsize, where its dtype varies
+        facts = [c.arg(arg.name).tensor for c in calls]
+        if all(f is not None for f in facts) and len({f.dtype for f in facts}) > 1:
+            add(ItemSize(arg.name, tensor=True), [_itemsize(f.dtype) for f in facts])
     return found
+
+
+def _itemsize(dtype: str) -> int:
+    """Bytes per element of a dtype named as observe.py names it; 0 for no dtype."""
+    import torch
+
+    found = getattr(torch, dtype, None)
+    return found.itemsize if isinstance(found, torch.dtype) else 0
 
 
 def _apply(op: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,6 +115,8 @@ def _apply(op: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
             out = a - b
         elif op == "*":
             out = a * b
+        elif op == "max":
+            out = np.maximum(a, b)
         else:
             safe = np.where(b > 0, b, 1)
             out = a // safe if op == "//" else -((-a) // safe)
@@ -107,12 +136,12 @@ def _level(left: list[tuple[Expr, np.ndarray]], right: list[tuple[Expr, np.ndarr
     lv = np.stack([v for _, v in left])[:, None, :]
     rv = np.stack([v for _, v in right])[None, :, :]
     made = []
-    divisors = np.array([isinstance(e, (Const, IntArg, Dim)) for e, _ in right])
+    divisors = np.array([isinstance(e, (Const, IntArg, Dim, ItemSize)) for e, _ in right])
     for op in _OPS:
         out, ok = _apply(op, lv, rv)
         if op in ("//", "ceil//"):
             ok &= divisors[None, :]  # by a constant, an int argument or a dim, never a formula
-        if symmetric and op in ("+", "*"):
+        if symmetric and op in ("+", "*", "max"):
             ok &= np.triu(np.ones(ok.shape, dtype=bool))  # a op b == b op a
         if want is not None:
             ok &= (out == want).all(axis=-1)
@@ -128,7 +157,43 @@ def _level(left: list[tuple[Expr, np.ndarray]], right: list[tuple[Expr, np.ndarr
 
 
 def search(target: Sequence[int], available: Sequence[Term]) -> Expr | None:
-    """The smallest expression whose values over the calls are `target`, or None."""
+    """The smallest expression whose values over the calls are `target`, or None; sums
+    written as a person writes them (`x - w + 1`, not `1 + (x - w)`)."""
+    found = _search(target, available)
+    return None if found is None else simplify(found)
+
+
+def simplify(expr: Expr) -> Expr:
+    """Sums and differences flattened, constants gathered at the end, inside divisions
+    too: the same value, the form a person writes."""
+    if not isinstance(expr, BinOp):
+        return expr
+    if expr.op not in ("+", "-"):
+        return BinOp(expr.op, simplify(expr.left), simplify(expr.right))
+    parts: list[tuple[int, Expr]] = []
+
+    def flatten(e: Expr, sign: int) -> None:
+        if isinstance(e, BinOp) and e.op in ("+", "-"):
+            flatten(e.left, sign)
+            flatten(e.right, sign if e.op == "+" else -sign)
+        else:
+            parts.append((sign, simplify(e)))
+
+    flatten(expr, 1)
+    constant = sum(sign * e.value for sign, e in parts if isinstance(e, Const))
+    rest = [(sign, e) for sign, e in parts if not isinstance(e, Const)]
+    if not rest:
+        return Const(constant)
+    rest.sort(key=lambda p: p[0] < 0)
+    out: Expr = rest[0][1] if rest[0][0] > 0 else BinOp("-", Const(0), rest[0][1])
+    for sign, e in rest[1:]:
+        out = BinOp("+" if sign > 0 else "-", out, e)
+    if constant:
+        out = BinOp("+" if constant > 0 else "-", out, Const(abs(constant)))
+    return out
+
+
+def _search(target: Sequence[int], available: Sequence[Term]) -> Expr | None:
     want = np.asarray(target, dtype=np.int64)
     constant = len(set(target)) == 1
     atoms: list[tuple[Expr, np.ndarray]] = []
@@ -157,7 +222,154 @@ def search(target: Sequence[int], available: Sequence[Term]) -> Expr | None:
                 if np.array_equal(vec, want):
                     return expr
             levels[size] += made
+    return _scaled_division(want, [*levels[1], *levels.get(3, [])], levels[1]) or \
+        linear_combination(want, available)
+
+
+def _scaled_division(want: np.ndarray, numerators: list[tuple[Expr, np.ndarray]],
+                     atoms: list[tuple[Expr, np.ndarray]]) -> Expr | None:
+    """`n // (c * t)` or its ceil, n of size 3 at most, t a term, c in SCALES."""
+    divisors = [(BinOp("*", Const(c), e) if c > 1 else e, v * c) for c in SCALES
+                for e, v in atoms if isinstance(e, (IntArg, Dim, ItemSize)) and (v > 0).all()]
+    if not divisors or not numerators:
+        return None
+    d = np.stack([v for _, v in divisors])[None, :, :]
+    for start in range(0, len(numerators), 256):
+        chunk = numerators[start:start + 256]
+        n = np.stack([v for _, v in chunk])[:, None, :]
+        for op in ("//", "ceil//"):
+            out = n // d if op == "//" else -((-n) // d)
+            hits = np.argwhere((out == want).all(axis=-1))
+            if len(hits):
+                i, j = hits[0]
+                return BinOp(op, chunk[i][0], divisors[j][0])  # type: ignore[arg-type]
     return None
+
+
+def linear_combination(target: Sequence[int] | np.ndarray, available: Sequence[Term]
+                       ) -> Expr | None:
+    """`c1 * m1 + ... + c0`: at most MAX_MONOMIALS monomials (a term, or a product of two),
+    coefficients in COEFFICIENTS, c0 within MAX_OFFSET, fewest monomials first. Vectors
+    are compared by a random linear hash (exact sums stay exact in uint64 arithmetic) and
+    every hit is checked on the values themselves."""
+    want = np.asarray(target, dtype=np.int64)
+    if len(want) < 3:
+        return None
+    monomials = _monomials(available)
+    if not monomials:
+        return None
+    basis = np.stack([v for _, v in monomials])
+    # the constant drops out of differences to the first call
+    diff_basis = (basis - basis[:, :1]).astype(np.uint64)
+    diff_want = (want - want[0]).astype(np.uint64)
+    weights = np.random.default_rng(0).integers(1, 1 << 62, len(want), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        hashes = (diff_basis * weights).sum(axis=1)
+        goal = (diff_want * weights).sum()
+        coef = np.array(COEFFICIENTS, dtype=np.int64)
+        # every (coefficient, monomial) pair's hash, coefficient-major
+        scaled = (coef.astype(np.uint64)[:, None] * hashes[None, :]).reshape(-1)
+    picks = [(int(c), i) for c in coef for i in range(len(monomials))]
+    for count in range(1, MAX_MONOMIALS + 1):
+        for combo in _combos(scaled, goal, count):
+            found = _check(want, basis, [picks[k] for k in combo], monomials)
+            if found is not None:
+                return found
+    return None
+
+
+def _combos(scaled: np.ndarray, goal: np.uint64, count: int) -> list[tuple[int, ...]]:
+    """Index tuples into `scaled` whose hashes add up to `goal`, at most a few."""
+    with np.errstate(over="ignore"):
+        if count == 1:
+            return [(int(k),) for k in np.nonzero(scaled == goal)[0][:8]]
+        index = {}
+        for k, h in enumerate(scaled.tolist()):
+            index.setdefault(h, k)
+        if count == 2:
+            need = (goal - scaled).tolist()
+            return [(k, index[h]) for k, h in enumerate(need) if h in index][:8]
+        found = []
+        for k in range(len(scaled)):
+            need = (goal - scaled[k] - scaled[k + 1:]).tolist()
+            found += [(k, k + 1 + j, index[h]) for j, h in enumerate(need) if h in index]
+            if len(found) >= 8:
+                break
+        return found
+
+
+def _check(want: np.ndarray, basis: np.ndarray, picks: list[tuple[int, int]],
+           monomials: list[tuple[Expr, np.ndarray]]) -> Expr | None:
+    """The expression of `picks` plus the constant that makes it `want`, where exact."""
+    if len({i for _, i in picks}) < len(picks):
+        return None
+    total = sum(c * basis[i] for c, i in picks)
+    rest = want - total
+    if not (rest == rest[0]).all() or abs(int(rest[0])) > MAX_OFFSET:
+        return None
+    return _sum([(c, monomials[i][0]) for c, i in picks], int(rest[0]))
+
+
+def _monomials(available: Sequence[Term]) -> list[tuple[Expr, np.ndarray]]:
+    """Terms that vary and products of two of them, one per value vector."""
+    atoms = [(t.expr, np.asarray(t.values, dtype=np.int64)) for t in available
+             if len(set(t.values)) > 1]
+    atoms = atoms[:MAX_ATOMS]
+    made: list[tuple[Expr, np.ndarray]] = []
+    seen: set[bytes] = set()
+    pairs = [(a, av, b, bv) for i, (a, av) in enumerate(atoms) for b, bv in atoms[i:]]
+    for expr, vec in [*atoms, *((BinOp("*", a, b), av * bv) for a, av, b, bv in pairs)]:
+        key = vec.tobytes()
+        if key not in seen and (vec < LIMIT).all():
+            seen.add(key)
+            made.append((expr, vec))
+    return made
+
+
+def _sum(parts: list[tuple[int, Expr]], constant: int) -> Expr:
+    """`c1 * m1 + c2 * m2 - ... + c0` as an expression: positive parts first, and two
+    parts that share a factor written once (`E * b - E` -> `E * (b - 1)`)."""
+    parts = sorted(parts, key=lambda p: p[0] < 0)
+    terms: list[tuple[int, Expr]] = []
+    for coefficient, monomial in parts:
+        merged = False
+        for k, (c, other) in enumerate(terms):
+            common = _common_factor(other, monomial)
+            if common is not None and c > 0 and coefficient * c < 0:
+                left, right = _cofactor(other, common), _cofactor(monomial, common)
+                inner = BinOp("-", _times(c, left), _times(-coefficient, right))
+                terms[k] = (1, BinOp("*", common, inner))
+                merged = True
+                break
+        if not merged:
+            terms.append((coefficient, monomial))
+    expr: Expr | None = None
+    for coefficient, monomial in terms:
+        part = _times(abs(coefficient), monomial)
+        expr = part if expr is None and coefficient > 0 else BinOp(
+            "+" if coefficient > 0 else "-", expr if expr is not None else Const(0), part)
+    assert expr is not None
+    if constant:
+        expr = BinOp("+" if constant > 0 else "-", expr, Const(abs(constant)))
+    return expr
+
+
+def _factors(e: Expr) -> list[Expr]:
+    return [e.left, e.right] if isinstance(e, BinOp) and e.op == "*" else [e]
+
+
+def _common_factor(a: Expr, b: Expr) -> Expr | None:
+    return next((f for f in _factors(a) if f in _factors(b)), None)
+
+
+def _cofactor(e: Expr, factor: Expr) -> Expr:
+    rest = list(_factors(e))
+    rest.remove(factor)
+    return rest[0] if rest else Const(1)
+
+
+def _times(c: int, e: Expr) -> Expr:
+    return e if c == 1 else BinOp("*", Const(c), e)
 
 
 def evaluate(expr: Expr, call: ObservedCall) -> int:
@@ -174,9 +386,12 @@ def evaluate(expr: Expr, call: ObservedCall) -> int:
     if isinstance(expr, IntArg):
         value = call.arg(expr.arg).value
         return value if expr.index is None else value[expr.index]
+    if isinstance(expr, ItemSize):
+        arg = call.arg(expr.arg)
+        return _itemsize(arg.tensor.dtype if expr.tensor else arg.value)
     a, b = evaluate(expr.left, call), evaluate(expr.right, call)
     return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else -1,
-            "ceil//": -(-a // b) if b else -1}[expr.op]
+            "ceil//": -(-a // b) if b else -1, "max": max(a, b)}[expr.op]
 
 
 def size(expr: Expr) -> int:

@@ -8,6 +8,7 @@ not trusted, and the dim is data-dependent with a note saying why."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -18,6 +19,8 @@ from aclcap.meta.synthesize.expr_search import evaluate, search, size, terms
 from aclcap.meta.synthesize.rules import (
     NONE_CONDITIONS,
     AliasRule,
+    BinOp,
+    Dim,
     DtypeRule,
     Expr,
     LayoutRule,
@@ -28,7 +31,7 @@ from aclcap.meta.synthesize.rules import (
     Unbacked,
     WholeShape,
 )
-from aclcap.meta.synthesize.schema_fix import corrected_schema
+from aclcap.meta.synthesize.schema import OpSchema
 
 HOLD_OUT_EVERY = 3
 # A formula found only once the held-out calls join the fit is trusted when it is a term or
@@ -144,6 +147,15 @@ def _whole_shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]) -> 
     return None
 
 
+def _same_shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]) -> str | None:
+    """The tensor argument whose whole shape the output has in every call."""
+    for arg in calls[0].args:
+        facts = [c.arg(arg.name).tensor for c in calls]
+        if all(f is not None and f.shape == o.shape for f, o in zip(facts, outs, strict=True)):
+            return arg.name
+    return None
+
+
 def _leading(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
              ) -> LeadingDims | None:
     """The input whose leading dims (all but the last `drop`) the output starts with in
@@ -169,6 +181,9 @@ def _shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: in
         return WholeShape(whole)
     ranks = Counter(len(o.shape) for o in outs)
     rank = ranks.most_common(1)[0][0]
+    same = _same_shape(calls, outs)
+    if same is not None:  # a whole input shape generalizes past the ranks seen
+        return (LeadingDims(same, 0),)
     if len(ranks) > 1:
         leading = _leading(calls, outs)
         if leading is not None:
@@ -191,8 +206,9 @@ def _dtype_names() -> set[str]:
 
 def _dtype(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int
            ) -> DtypeRule:
-    """Like an input whose dtype varied with it, a ScalarType argument, promotion over
-    the inputs, like a float input, or a fixed dtype, in that order of preference."""
+    """Like an input whose dtype varied with it, a ScalarType argument, promotion over two
+    inputs (or all), a fixed dtype where inputs' dtypes varied and it did not, like a float
+    input where nothing varied, in that order of preference."""
     want = [o.dtype for o in outs]
     tensors = [a.name for a in calls[0].args
                if all(c.arg(a.name).tensor is not None for c in calls)]
@@ -206,22 +222,29 @@ def _dtype(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: in
         values = [c.arg(arg.name).value for c in calls]
         if all(isinstance(v, str) and v in names for v in values) and values == want:
             return DtypeRule("arg", arg=arg.name)
-    if len(tensors) > 1 and not like:
-        promoted = []
-        for c in calls:
-            dtype = getattr(torch, c.arg(tensors[0]).tensor.dtype)
-            for name in tensors[1:]:
-                dtype = torch.promote_types(dtype, getattr(torch, c.arg(name).tensor.dtype))
-            promoted.append(str(dtype).removeprefix("torch."))
-        if promoted == want:
-            return DtypeRule("promote", args=tuple(tensors))
-    floats = [name for name in like if getattr(torch, want[0]).is_floating_point]
-    if floats:
-        return DtypeRule("like", arg=floats[0])
+    floats = [n for n in tensors if all(getattr(torch, d).is_floating_point
+                                        for d in dtypes[n])]
+    groups = [(a, b) for i, a in enumerate(floats) for b in floats[i + 1:]]
+    for group in [*groups, tuple(floats)] if len(floats) > 2 else groups:
+        if len({tuple(dtypes[n]) for n in group}) > 1 and [_promoted(dtypes, group, i) for i
+                                                          in range(len(calls))] == want:
+            return DtypeRule("promote", args=tuple(group))
+    if len(set(want)) == 1 and any(len(set(d)) > 1 for d in dtypes.values()):
+        return DtypeRule("fixed", dtype=want[0])
+    floats_like = [name for name in like if getattr(torch, want[0]).is_floating_point]
+    if floats_like:
+        return DtypeRule("like", arg=floats_like[0])
     if len(set(want)) == 1:
         return DtypeRule("fixed", dtype=want[0])
     raise SynthesisError(f"output {index}'s dtype ({', '.join(sorted(set(want)))}) follows "
                          "no input, ScalarType argument or promotion")
+
+
+def _promoted(dtypes: dict[str, list[str]], group: Sequence[str], call: int) -> str:
+    dtype = getattr(torch, dtypes[group[0]][call])
+    for name in group[1:]:
+        dtype = torch.promote_types(dtype, getattr(torch, dtypes[name][call]))
+    return str(dtype).removeprefix("torch.")
 
 
 def _dense_strides(shape: Sequence[int], order: Sequence[int]) -> list[int]:
@@ -253,9 +276,19 @@ def _layout(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: i
             if all(_same_strides(o, _dense_strides(o.shape, order(f))) for f, o in
                    zip(facts, outs, strict=True)):
                 return LayoutRule("like", arg=arg.name)
+    orders = {tuple(_order(o)) for o in outs if sum(n > 1 for n in o.shape) > 1}
+    if len(orders) == 1 and all(len(o.shape) == len(outs[0].shape) for o in outs):
+        order = orders.pop()
+        if all(_same_strides(o, _dense_strides(o.shape, order)) for o in outs):
+            return LayoutRule("order", order=order)
     notes.append(f"output {index}'s strides {list(outs[0].strides)} are neither contiguous "
-                 "nor any input's stride order: emitted contiguous")
+                 "nor any input's stride order nor one dense order: emitted contiguous")
     return LayoutRule("contiguous")
+
+
+def _order(f: TensorFacts) -> list[int]:
+    """Dims from the largest stride to the smallest."""
+    return sorted(range(len(f.shape)), key=lambda d: (-f.strides[d], d))
 
 
 def _alias(outs: Sequence[TensorFacts]) -> AliasRule:
@@ -276,50 +309,132 @@ def _output(calls: Sequence[ObservedCall], index: int, notes: list[str]) -> Outp
             notes.append(f"output {index} is None in {len(calls) - len(present)} of "
                          f"{len(calls)} calls, decided by no single argument")
     outs = [c.outputs[index] for c in present]
-    return OutputRule(_shape(present, outs, index, notes), _dtype(present, outs, index),
-                      _layout(present, outs, index, notes), _alias(outs), none_when)
+    shape = _shape(present, outs, index, notes)
+    layout = _layout(present, outs, index, notes)
+    if layout.kind == "order" and isinstance(shape, tuple) and shape and \
+            isinstance(shape[0], LeadingDims):  # a fixed order is of one rank: dim by dim
+        lead = shape[0]
+        rank = len(present[0].arg(lead.arg).tensor.shape)
+        shape = (*(Dim(lead.arg, -1 if d == rank - 1 else d) for d in range(rank - lead.drop)),
+                 *shape[1:])
+    return OutputRule(shape, _dtype(present, outs, index), layout, _alias(outs), none_when)
 
 
 def _evidence(calls: Sequence[ObservedCall]) -> str:
-    """"14 calls; input [1..66, 64..512]; float32, bfloat16": what the rule rests on."""
+    """"14 calls; input [1..66, 64..512]; input, weight: float32, bfloat16": what the rule
+    rests on, each dtype set with the arguments that had it."""
     parts = [f"{len(calls)} calls"]
     first = next((a.name for a in calls[0].args if a.tensor is not None), None)
     if first and len({len(c.arg(first).tensor.shape) for c in calls}) == 1:
         dims = zip(*(c.arg(first).tensor.shape for c in calls), strict=True)
         ranges = [f"{min(d)}..{max(d)}" if min(d) != max(d) else str(d[0]) for d in dims]
         parts.append(f"{first} [{', '.join(ranges)}]")
-    dtypes = dict.fromkeys(a.tensor.dtype for c in calls for a in c.args
-                           if a.tensor is not None and a.tensor.dtype.startswith(("float",
-                                                                                  "bfloat")))
-    if dtypes:
-        parts.append(", ".join(dtypes))
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for arg in calls[0].args:
+        seen = [c.arg(arg.name).tensor for c in calls]
+        if all(t is not None for t in seen):
+            floats = tuple(dict.fromkeys(t.dtype for t in seen
+                                         if t.dtype.startswith(("float", "bfloat"))))
+            if floats:
+                groups.setdefault(floats, []).append(arg.name)
+    parts += [f"{', '.join(names)}: {', '.join(dtypes)}" for dtypes, names in groups.items()]
     return "; ".join(parts)
 
 
-def _defects(op: torch._ops.OpOverload, outputs: list[OutputRule], writes: list[str]
+def _defects(schema: OpSchema, outputs: list[OutputRule], writes: list[str]
              ) -> list[SchemaDefect]:
-    schema = op._schema
     messages = [f"writes `{a.name}` but the schema does not mark it mutable "
-                f"(`Tensor(a!) {a.name}`)" for a in schema.arguments
-                if a.name in writes and not (a.alias_info and a.alias_info.is_write)]
+                f"(`Tensor(a!) {a.name}`)" for a in schema.args
+                if a.name in writes and not a.write]
     aliased = {}
     for i, (rule, ret) in enumerate(zip(outputs, schema.returns, strict=True)):
         if rule.alias.kind != "none":
             aliased[i] = rule.alias.arg
-            if ret.alias_info is None:
+            if ret.alias_set is None:
                 what = "is" if rule.alias.kind == "input" else "is a view of"
                 messages.append(f"output {i} {what} `{rule.alias.arg}` but the schema does "
                                 "not annotate the alias")
     if not messages:
         return []
-    fixed = corrected_schema(str(schema), writes, aliased)
+    fixed = schema.corrected(writes, aliased).text(with_namespace=False)
     return [SchemaDefect(m, fixed) for m in messages]
 
 
-def infer(op: torch._ops.OpOverload, calls: Sequence[ObservedCall]) -> OpRule:
+_ALONE = re.compile(r"^(?P<arg>\w+) (?:dim (?P<dim>\d+) )?alone")
+
+
+def _dims_used(shape: object, calls: Sequence[ObservedCall]) -> list[tuple[str, int]]:
+    """(argument, dim from 0) of every input dim an output shape reads."""
+    if not isinstance(shape, tuple):
+        return []
+    used: list[tuple[str, int]] = []
+
+    def walk(e: object) -> None:
+        if isinstance(e, Dim) and e.item is None:
+            rank = len(calls[0].arg(e.arg).tensor.shape)
+            used.append((e.arg, e.index % rank))
+        elif isinstance(e, LeadingDims):
+            rank = len(calls[0].arg(e.arg).tensor.shape)
+            used.extend((e.arg, d) for d in range(rank - e.drop))
+        elif isinstance(e, BinOp):
+            walk(e.left)
+            walk(e.right)
+
+    for e in shape:
+        walk(e)
+    return used
+
+
+def _unproven(calls: Sequence[ObservedCall], outputs: list[OutputRule],
+              rejected: Sequence[str]) -> list[str]:
+    """What no call could tell apart, so the rule stays a guess there: two input dims (or
+    dtypes) equal in every call where neither was varied alone (the kernel rejecting that
+    ties them), and output dims that were 0 in every call."""
+    tied = {(m["arg"], int(m["dim"]) if m["dim"] else None)
+            for m in map(_ALONE.match, rejected) if m}
+    vectors: dict[tuple[str, int], tuple[int, ...]] = {}
+    for arg in calls[0].args:
+        facts = [c.arg(arg.name).tensor for c in calls]
+        if all(f is not None for f in facts) and len({len(f.shape) for f in facts}) == 1:
+            for d in range(len(facts[0].shape)):
+                vectors[(arg.name, d)] = tuple(f.shape[d] for f in facts)
+    found: list[str] = []
+    for i, out in enumerate(outputs):
+        for key in dict.fromkeys(_dims_used(out.shape, calls)):
+            mine = vectors.get(key)
+            if mine is None or len(set(mine)) == 1:  # never varied: no other size was taken
+                continue
+            twins = [k for k, v in vectors.items() if k[0] != key[0] and v == mine
+                     and k not in tied]
+            if twins:
+                found.append(f"output {i} follows `{key[0]}` dim {key[1]}, which equalled "
+                             + ", ".join(f"`{a}` dim {d}" for a, d in twins[:3])
+                             + " in every call: give a sample where they differ")
+        shapes = [c.outputs[i].shape for c in calls if c.outputs[i] is not None]
+        if shapes and len({len(s) for s in shapes}) == 1 and any(
+                all(s[d] == 0 for s in shapes) for d in range(len(shapes[0]))):
+            found.append(f"output {i} had a dim of 0 in every call (every call was empty "
+                         "there): its size for non-empty inputs is unproven")
+        like = out.dtype.arg if out.dtype is not None and out.dtype.kind == "like" else None
+        if like is not None:
+            mine = [c.arg(like).tensor.dtype for c in calls]
+            twins = [a.name for a in calls[0].args if a.name != like and all(
+                c.arg(a.name).tensor is not None and c.arg(a.name).tensor.dtype == d
+                for c, d in zip(calls, mine, strict=True))
+                and (a.name, None) not in tied and (like, None) not in tied]
+            if twins and len(set(mine)) > 1:
+                found.append(f"output {i} takes the dtype of `{like}`, which equalled that "
+                             f"of {', '.join(f'`{t}`' for t in twins[:3])} in every call: "
+                             "give a sample where they differ")
+    return found
+
+
+def infer(op: torch._ops.OpOverload, calls: Sequence[ObservedCall],
+          rejected: Sequence[str] = ()) -> OpRule:
     """The rule every call agrees with: output shapes, dtypes, layouts and aliasing, the
     arguments written, and what the schema leaves unsaid. `calls` are real calls with
-    their outputs recorded (observe.observe)."""
+    their outputs recorded (observe.observe); `rejected` says what each call the kernel
+    rejected changed (variations.Variation.description), which ties dims together."""
     calls = [c for c in calls if c.outputs is not None]
     qualname = f"{op._schema.name}.{op._overloadname or 'default'}"
     if not calls:
@@ -333,7 +448,8 @@ def infer(op: torch._ops.OpOverload, calls: Sequence[ObservedCall]) -> OpRule:
     outputs = [_output(calls, i, notes) for i in range(len(returns))]
     written = {name for c in calls for name in c.written}
     writes = [a.name for a in op._schema.arguments if a.name in written]
-    return OpRule(qualname, str(op._schema), outputs, writes,
-                  _defects(op, outputs, writes), fitted_on=len(calls) - len(held_out(
-                      len(calls))), held_out=len(held_out(len(calls))),
-                  evidence=_evidence(calls), notes=notes)
+    schema = OpSchema.of(op)
+    held = len(held_out(len(calls)))
+    return OpRule(qualname, schema.text(), outputs, writes, _defects(schema, outputs, writes),
+                  fitted_on=len(calls) - held, held_out=held, evidence=_evidence(calls),
+                  notes=notes, spec=schema, unproven=_unproven(calls, outputs, rejected))

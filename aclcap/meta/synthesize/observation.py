@@ -8,7 +8,7 @@ and a call is found again by its key (shapes, dtypes, strides, argument values).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -26,8 +26,10 @@ from aclcap.meta.observe import (
 from aclcap.meta.sample_inputs import SampleInput, samples_for
 from aclcap.meta.variations import VALUES_REDRAWN, variations
 
-MAX_CALLS = 150  # per op: ~6 samples with their variations
+MAX_CALLS = 300  # per op: ~3 samples with their variations
 SEED = 0
+CALL_STEP = "call "  # the CheckStart step of one observed call: "call 12: x dim 0: 4 -> 8"
+AS_GIVEN = "as given"  # the description of a sample's own call, before its variations
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Observation:
     def to_dict(self) -> dict:
         return {"calls": [c.to_dict() for c in self.calls], "tried": self.tried,
                 "rejected": self.rejected[:5], "rejected_count": len(self.rejected),
+                # what each rejected call changed, without the error: what the kernel ties
+                "rejected_changes": [r.split(": ", 1)[0] for r in self.rejected],
                 "meta_diffs": self.meta_diffs, "meta_compared": self.meta_compared}
 
 
@@ -80,26 +84,46 @@ def candidates(op: torch._ops.OpOverload, samples: Sequence[Source]
     """(sample, phase, site, description) of every call to try: each sample, then its
     variations, in a fixed order."""
     for source in samples:
-        yield source.sample, source.phase, source.site, "as given"
+        yield source.sample, source.phase, source.site, AS_GIVEN
         for variation in variations(op, source.sample):
             yield variation.sample, VARIATION, source.site, variation.description
 
 
+def call_step(index: int, what: str) -> str:
+    """The step announced before candidate call `index` runs: a crash is blamed on it."""
+    return f"{CALL_STEP}{index}: {what}"
+
+
+def crashed_call(step: str | None) -> tuple[int, str] | None:
+    """(index, description) of the candidate call a crash happened in, from its step."""
+    if not step or not step.startswith(CALL_STEP):
+        return None
+    index, _, what = step.removeprefix(CALL_STEP).partition(": ")
+    return int(index), what
+
+
 def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: bool = False,
-               limit: int = MAX_CALLS) -> Observation:
-    """Run the kernel on every candidate call (up to `limit` accepted); with `diff_meta`,
-    the op's existing meta runs on each call too and its disagreements are kept."""
+               limit: int = MAX_CALLS, skip: Collection[int] = (),
+               announce: Callable[[str], None] | None = None) -> Observation:
+    """Run the kernel on every candidate call (up to `limit` accepted) but those in `skip`
+    (calls that crashed an earlier worker); `announce` hears each call's step before it
+    runs, so a crash costs that call alone. With `diff_meta`, the op's existing meta runs
+    on each call too and its disagreements are kept."""
     seen = Observation()
     keys: set[str] = set()
     torch.manual_seed(SEED)
-    for sample, phase, site, what in candidates(op, samples):
+    for index, (sample, phase, site, what) in enumerate(candidates(op, samples)):
         if len(seen.calls) >= limit:
             break
         key = call_key(observed_inputs(op, sample.args, sample.kwargs))
         if key in keys and not what.endswith(VALUES_REDRAWN):
             continue  # the same call again (samples alike over dtypes): nothing new
         keys.add(key)
+        if index in skip:
+            continue
         seen.tried += 1
+        if announce is not None:
+            announce(call_step(index, what))
         try:
             recorded = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
         except Exception as exc:  # the kernel rejects it: no observation

@@ -7,23 +7,27 @@ verification in its comment: a failing check is named there, never passed over."
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aclcap.build import BuildError, default_build_dir
+from aclcap._isolated import ChildDied, run_isolated
+from aclcap.build import BuildError, cache_root
+from aclcap.errors import UsageError
 from aclcap.loading.model_file import load_model_file
 from aclcap.meta.observe import ObservedCall
 from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.registry import MetaKind, OpInfo, resolve_overload
 from aclcap.meta.runner import MetaReport, run_checks
 from aclcap.meta.synthesize.describe import describe_rule
-from aclcap.meta.synthesize.emit_cpp import build_meta_library, emit_cpp
+from aclcap.meta.synthesize.emit_cpp import build_meta_library, emit_cpp, library_name
 from aclcap.meta.synthesize.emit_python import emit_python
 from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer
-from aclcap.meta.synthesize.observation import call_key
+from aclcap.meta.synthesize.observation import AS_GIVEN, call_key, crashed_call
 from aclcap.meta.synthesize.rules import OpRule, Unbacked
+from aclcap.meta.synthesize.signatures import probe_signatures
 from aclcap.meta.synthesize.verify import IN_WORDS
 from aclcap.status import Status
 
@@ -47,21 +51,30 @@ class Synthesis:
     checks: list[str] = field(default_factory=list)  # the checks of the battery it passed
     meta_diffs: list[str] = field(default_factory=list)
     meta_compared: int = 0  # calls the op's existing meta ran on (--synthesize-all)
+    crashed: list[str] = field(default_factory=list)  # calls that crashed the kernel
 
     @property
     def ok(self) -> bool:
         return self.rule is not None and bool(self.verified) and not any(
-            self.verified.values())
+            self.verified.values()) and not self.rule.unproven
+
+    def failures(self) -> list[str]:
+        """`python: <why>` per language whose verification failed."""
+        return [f"{kind}: {why}" for kind, why in self.verified.items() if why]
 
     def verdict(self) -> str:
         """`synthesized, verified on 4 unseen calls`, or what failed."""
         if self.rule is None:
             return f"not synthesized: {self.reason}"
+        if self.failures():
+            return "synthesized, verification FAILED (" + "; ".join(self.failures()) + ")"
+        if self.rule.unregistered:
+            return f"synthesized, not registered: {self.rule.unregistered}"
         if not self.unseen_keys:
             return "synthesized, NOT verified: no call was left unseen to verify it on"
-        failed = [f"{kind}: {why}" for kind, why in self.verified.items() if why]
-        if failed:
-            return "synthesized, verification FAILED (" + "; ".join(failed) + ")"
+        if self.rule.unproven:
+            return (f"synthesized, passed {len(self.unseen_keys)} unseen calls but NOT "
+                    "verified, unproven: " + "; ".join(self.rule.unproven))
         return f"synthesized, verified on {len(self.unseen_keys)} unseen calls" + (
             f" ({'; '.join(self.skipped)})" if self.skipped else "")
 
@@ -69,7 +82,10 @@ class Synthesis:
         """The JSON `synthesis` field of the op's row."""
         rule = self.rule
         return {
-            "status": "verified" if self.ok else "failed" if rule else "not_synthesized",
+            "status": "verified" if self.ok else "not_synthesized" if rule is None else
+            "failed" if self.failures() else "not_registered" if rule.unregistered else
+            "unproven" if rule.unproven else "failed",
+            "unproven": rule.unproven if rule else [],
             "verdict": self.verdict(),
             "rule": describe_rule(rule) if rule else [],
             "evidence": rule.evidence if rule else "",
@@ -85,7 +101,7 @@ class Synthesis:
             "defects": [{"message": d.message, "corrected_schema": d.corrected_schema}
                         for d in rule.defects] if rule else [],
             "meta_diffs": self.meta_diffs, "meta_compared": self.meta_compared,
-            "sample_sources": self.sample_sources,
+            "sample_sources": self.sample_sources, "crashed_calls": self.crashed,
         }
 
 
@@ -111,20 +127,57 @@ def _unseen(calls: list[ObservedCall]) -> list[str]:
     return [unseen[round(i * step)] for i in range(MAX_VERIFY)]
 
 
+MAX_CRASHES = 16  # calls of one op that may crash the kernel before its observation stops
+
+
+def observe(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
+            diff_meta: bool, on_done: Callable[[str], None] | None = None
+            ) -> tuple[dict, dict[str, list[tuple[str, str]]]]:
+    """Real calls of each op from workers; a call that crashes the kernel is named and
+    skipped in a fresh worker, which observes that op again: a crash costs that call alone.
+    The workers' outcomes per op, and per op the calls that crashed: (call, how)."""
+    skips: dict[str, list[int]] = {}
+    crashes: dict[str, list[tuple[str, str]]] = {}
+    todo, outcomes = ops, {}
+    while todo:
+        got = run_checks(todo, options, namespaces, on_done if todo is ops else None,
+                         mode="observe", synthesis={"diff_meta": diff_meta, **{
+                             op: {"skip": skip} for op, skip in skips.items()}})
+        outcomes.update(got)
+        again = []
+        for o in todo:
+            crash = crashed_call(getattr(got.get(o.qualname), "crashed_in", None))
+            if crash is None:
+                continue
+            index, what = crash
+            death = got[o.qualname].findings[0].message.split(" while ", 1)[0] \
+                .split(" in check ", 1)[0] if got[o.qualname].findings else "crashed"
+            crashes.setdefault(o.qualname, []).append((what, death))
+            skips.setdefault(o.qualname, []).append(index)
+            # a sample itself that crashes is a broken kernel, not a call outside its contract
+            if len(skips[o.qualname]) < MAX_CRASHES and what != AS_GIVEN:
+                again.append(o)
+        todo = again
+    return outcomes, crashes
+
+
 def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
                       diff_meta: bool, on_done: Callable[[str], None] | None = None
                       ) -> list[Synthesis]:
     """Real calls of each op from a worker, and the rule they give."""
-    observed = run_checks(ops, options, namespaces, on_done, mode="observe",
-                          synthesis={"diff_meta": diff_meta})
+    observed, crashes = observe(ops, options, namespaces, diff_meta, on_done)
     made = []
     for o in ops:
         got = observed.get(o.qualname)
-        result = Synthesis(o.qualname)
+        crashed = crashes.get(o.qualname, [])
+        result = Synthesis(o.qualname, crashed=[f"{what}: {how}" for what, how in crashed])
         made.append(result)
         if got is None or got.synthesis is None:
             result.reason = "; ".join(f.message for f in got.findings) if got else \
                 "the worker never reached it"
+            if crashed:
+                what, how = crashed[-1]
+                result.reason = f"{how} on {'a sample as given' if what == AS_GIVEN else what}"
             continue
         seen = got.synthesis
         result.sample_sources = got.sample_sources
@@ -142,10 +195,16 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
                              + (seen["rejected"][0] if seen["rejected"] else "?"))
             continue
         try:
-            result.rule = infer(resolve_overload(o.qualname), calls)
+            result.rule = infer(resolve_overload(o.qualname), calls, rejected=[
+                *seen.get("rejected_changes", []), *(what for what, _ in crashed)])
         except SynthesisError as exc:
             result.reason = str(exc)
             continue
+        if result.crashed:
+            counts = Counter(result.crashed)
+            result.rule.notes.append(
+                f"{len(result.crashed)} call(s) crashed the kernel and were skipped: " + "; ".join(
+                    what + (f" ({n} calls)" if n > 1 else "") for what, n in counts.items()))
         result.unseen_keys = _unseen(calls)
     return made
 
@@ -159,13 +218,24 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
     todo = {s.op: s for s in done if s.rule is not None and s.unseen_keys}
     if not todo:
         return
-    checked = run_checks([o for o in ops if o.qualname in todo],
-                         replace(options, libs=[*options.libs, library]), namespaces, on_done,
-                         mode="verify", synthesis={op: {"keys": s.unseen_keys}
-                                                   for op, s in todo.items()})
+    try:
+        checked = run_checks([o for o in ops if o.qualname in todo],
+                             replace(options, libs=[*options.libs, library]), namespaces,
+                             on_done, mode="verify", synthesis={
+                                 op: {"keys": s.unseen_keys} for op, s in todo.items()})
+    except UsageError as exc:  # the emitted file itself fails to load: every op fails
+        for s in todo.values():
+            s.verified[kind] = f"the emitted file fails to load: {exc}"
+        return
+    shadowed = {o.qualname: o.meta_source for o in ops
+                if o.meta_kind in (MetaKind.PYTHON, MetaKind.PYTHON_META)}
     for op, s in todo.items():
         got = checked.get(op)
-        if got is None:
+        if got is not None and got.status != Status.PASS and kind == "cpp" and op in shadowed:
+            s.verified[kind] = (f"not this kernel's verdict: the library's own fake "
+                                f"({shadowed[op]}) takes precedence over a C++ Meta kernel "
+                                "for fake tensors, and it fails; remove it to use this kernel")
+        elif got is None:
             s.verified[kind] = "the verifying worker never reached it"
         elif got.status != Status.PASS:
             s.verified[kind] = "; ".join(f.message for f in got.findings) or str(got.status)
@@ -188,46 +258,97 @@ def set_verdicts(done: list[Synthesis]) -> None:
                     dict.fromkeys(IN_WORDS[c] for c in s.checks)))
 
 
+def _compile_in_child(source: Path, build_dir: Path) -> Path:
+    """Build the emitted C++ and load it, in a child process: a Meta kernel the dispatcher
+    refuses aborts the process that loads it. BuildError with the reason otherwise."""
+    try:
+        return run_isolated(build_meta_library, source, build_dir)
+    except ChildDied as exc:
+        mismatch = "Mismatch in kernel C++ signatures"
+        if mismatch in exc.output:
+            operator = exc.output.split("operator: ", 1)[-1].split("\n", 1)[0]
+            raise BuildError(f"{mismatch} of {operator} (the library's kernel takes other "
+                             "parameter types)") from None
+        raise BuildError(str(exc).removeprefix("BuildError: ")) from None
+
+
+def _build_cpp(rules: list[OpRule], probing: Future, header: str, cpp_out: Path) -> Path:
+    """Emit the C++ in the library's own signatures (`probing`'s result), build and load
+    it in a child; the library's path."""
+    cpp_out.write_text(emit_cpp(rules, header=header, signatures=probing.result()))
+    return _compile_in_child(cpp_out, cache_root() / "synthesized" / library_name(cpp_out))
+
+
+def _not_registered(done: list[Synthesis], ops: list[OpInfo]) -> None:
+    """An op whose C++ body runs on fake tensors while tracing (a C++ composite, a C++
+    Autograd kernel) takes no fake: torch refuses register_fake on a composite, and either
+    body runs before any fake is reached. Its rule is written, unregistered, with the fix."""
+    kinds = {o.qualname: o for o in ops}
+    for s in done:
+        info = kinds.get(s.op)
+        if s.rule is None or info is None:
+            continue
+        name = s.op.split("::", 1)[1].removesuffix(".default")
+        where = info.meta_source.split("(", 1)[-1].split(")", 1)[0]
+        if info.meta_kind == MetaKind.COMPOSITE_CPP:
+            s.rule.unregistered = (
+                f"`{s.op}` is a C++ composite (m.def with its function, {where}): tracing runs "
+                f"that body on fake tensors and never reaches a fake. Register the function "
+                f'for its backend, `m.impl("{name}", torch::kCPU, &fn)`, then register this '
+                "meta")
+        elif info.meta_kind == MetaKind.AUTOGRAD_CPP:
+            s.rule.unregistered = (
+                f"`{s.op}` has a C++ Autograd kernel ({where}) whose body runs on fake tensors "
+                "while tracing, before any fake: make it redispatch to the op below Autograd "
+                "(at::AutoDispatchBelowADInplaceOrView, then the op itself), then register "
+                "this meta")
+
+
 def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
                python_out: Path | None, cpp_out: Path | None, diff_meta: bool = False,
                on_done: Callable[[str], None] | None = None
                ) -> tuple[list[Synthesis], Path | None]:
-    """Observe, infer, emit, verify, and emit again with the verdicts in the comments; the
-    ops' syntheses and the library built from the C++ file (None if none was)."""
+    """Observe, infer, emit, verify, and emit again with the verdicts in the comments (a
+    rule that failed is written, not registered); the ops' syntheses and the library
+    built from the C++ file (None if none was)."""
     library = None
     done = observe_and_infer(ops, options, namespaces, diff_meta, on_done)
+    _not_registered(done, ops)
     rules = [s.rule for s in done if s.rule is not None]
+    registered = [s for s in done if s.rule is not None and not s.rule.unregistered]
     header = f"Op libraries: {', '.join(Path(lib).name for lib in options.libs) or 'none'}."
     with ThreadPoolExecutor(1) as pool:  # the compiler runs beside the Python verification
         if cpp_out is not None:
-            cpp_out.write_text(emit_cpp(rules, header=header))
-            building = pool.submit(build_meta_library, cpp_out,
-                                   default_build_dir() / "synthesized")
+            probing = pool.submit(probe_signatures, options.libs, [r.op for r in rules],
+                                  cache_root() / "probe")
+            building = pool.submit(_build_cpp, rules, probing, header, cpp_out)
         if python_out is not None:
             python_out.write_text(emit_python(rules, header=header))
-            verify(done, ops, options, namespaces, str(python_out.resolve()), "python",
+            verify(registered, ops, options, namespaces, str(python_out.resolve()), "python",
                    on_done)
-    if cpp_out is not None:
-        try:
-            library = building.result()
-        except BuildError as exc:
-            library = None
-            for s in done:
-                if s.rule is not None:
-                    s.verified["cpp"] = f"the emitted C++ does not compile: {exc}"
-        else:
-            cpp_ops = [s for s in done if s.rule is not None and not _data_dependent(s.rule)]
-            verify(cpp_ops, ops, options, namespaces, str(library), "cpp", on_done)
-            if python_out is None:  # the C++ file has none for these (emit_cpp says why)
-                for s in done:
-                    if s.rule is not None and _data_dependent(s.rule):
-                        s.verified["cpp"] = ("a data-dependent size has no C++ Meta kernel: "
-                                             "--synthesize FILE.py writes its Python fake")
+        if cpp_out is not None:
+            try:
+                library = building.result()
+            except BuildError as exc:
+                for s in registered:
+                    s.verified["cpp"] = f"the emitted C++ does not build or load: {exc}"
+            else:
+                cpp_ops = [s for s in registered if not _data_dependent(s.rule)]
+                verify(cpp_ops, ops, options, namespaces, str(library), "cpp", on_done)
+                if python_out is None:  # the C++ file has none for these (emit_cpp says why)
+                    for s in registered:
+                        if _data_dependent(s.rule):
+                            s.verified["cpp"] = ("a data-dependent size has no C++ Meta "
+                                                 "kernel: --synthesize FILE.py writes its "
+                                                 "Python fake")
     set_verdicts(done)
+    for s in registered:
+        if s.failures():
+            s.rule.unregistered = "verification failed (" + "; ".join(s.failures()) + ")"
     if python_out is not None:
         python_out.write_text(emit_python(rules, header=header))
     if cpp_out is not None:
-        cpp_out.write_text(emit_cpp(rules, header=header))
+        cpp_out.write_text(emit_cpp(rules, header=header, signatures=probing.result()))
     return done, library
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from aclcap.meta.synthesize.schema import OpSchema
+
 # --- integer expressions ----------------------------------------------------------------
 
 
@@ -41,15 +43,25 @@ class IntArg:
 
 
 @dataclass(frozen=True)
-class BinOp:
-    """`left op right`; "//" floors and "ceil//" rounds up (emitted as -(-a // b))."""
+class ItemSize:
+    """Bytes per element of a ScalarType argument's dtype (`dtype.itemsize`), or of a
+    tensor argument's (`tensor`): packed storage sized in another dtype's elements."""
 
-    op: Literal["+", "-", "*", "//", "ceil//"]
+    arg: str
+    tensor: bool = False
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """`left op right`; "//" floors and "ceil//" rounds up (emitted as -(-a // b)); "max" is
+    the larger (a broadcast dim)."""
+
+    op: Literal["+", "-", "*", "//", "ceil//", "max"]
     left: Expr
     right: Expr
 
 
-Expr = Const | Dim | Numel | IntArg | BinOp
+Expr = Const | Dim | Numel | IntArg | ItemSize | BinOp
 
 
 @dataclass(frozen=True)
@@ -98,10 +110,12 @@ class DtypeRule:
 
 @dataclass(frozen=True)
 class LayoutRule:
-    """contiguous, or the stride order of tensor argument `arg` (empty_like semantics)."""
+    """contiguous; the stride order of tensor argument `arg` (empty_like semantics); or a
+    fixed dense `order` of dims, outermost first (`[H, T]` with strides `(1, H)`: (1, 0))."""
 
-    kind: Literal["contiguous", "like"]
+    kind: Literal["contiguous", "like", "order"]
     arg: str | None = None
+    order: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -154,3 +168,14 @@ class OpRule:
     evidence: str = ""  # "9 calls; sizes 1..64; float32, bfloat16"
     verified: str | None = None  # "verified on N unseen calls" or the failing check
     notes: list[str] = field(default_factory=list)  # what the inference could not settle
+    spec: OpSchema | None = None  # the structured schema (None: parse `schema`, in tests)
+    # Why the emitted files hold this rule's fake without registering it (a C++ composite,
+    # a failed verification): "" registers it.
+    unregistered: str = ""
+    # Generalizations no observed call could prove (tied dims, empty inputs): the rule is
+    # never called verified while any is left.
+    unproven: list[str] = field(default_factory=list)
+
+    def schema_spec(self) -> OpSchema:
+        """The structured schema the emitters read: never the printed line, re-parsed."""
+        return self.spec if self.spec is not None else OpSchema.parse(self.schema)

@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
 from aclcap.errors import first_line
 from aclcap.meta.checks import check_op
-from aclcap.meta.messages import Event, Result, Start, WorkerRequest
+from aclcap.meta.messages import CheckStart, Event, Result, Start, WorkerRequest
 from aclcap.meta.observe import BUILD, DECLARED, RecordedCall
 from aclcap.meta.registry import MetaKind, resolve_overload
 from aclcap.meta.synthesize.observation import Source, observe_op, samples_by_key, sources
@@ -29,10 +29,12 @@ def _origins(found: Sequence[Source]) -> list[str]:
         if harvested else [])
 
 
-def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall]
-                     ) -> Iterator[Event]:
+def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall],
+                     emit: Callable[[Event], None]) -> Iterator[Event]:
     """Per op of `request`: Start, then one Result carrying the observation ("observe") or
-    the battery's findings on the held-out calls it names ("verify")."""
+    the battery's findings on the held-out calls it names ("verify"). In "observe", each
+    call's step goes out through `emit` before the call runs (CheckStart), so a kernel that
+    crashes is blamed on that call; `synthesis[op]["skip"]` names calls that crashed before."""
     dtypes = [getattr(torch, name) for name in request.dtypes]
     for op_request in request.ops:
         name = op_request.qualname
@@ -43,7 +45,9 @@ def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall]
             if request.mode == "observe":
                 diff = request.synthesis.get("diff_meta", False) and \
                     op_request.meta_kind not in (MetaKind.MISSING, MetaKind.TRIVIAL)
-                seen = observe_op(op, found, diff_meta=diff)
+                skip = set(request.synthesis.get(name, {}).get("skip", []))
+                seen = observe_op(op, found, diff_meta=diff, skip=skip,
+                                  announce=lambda step, name=name: emit(CheckStart(name, step)))
                 yield Result(name, Status.PASS, [], len(found), _origins(found),
                              synthesis=seen.to_dict())
             else:

@@ -1,0 +1,80 @@
+"""Run one function in a child process forked from aclcap's server (`_forkserver`), and get
+its return value, or why the child died: a C++ library that aborts while it loads (a
+c10::Error thrown from a static initializer ends the process) costs that child, never
+aclcap. Used where synthesis loads code it wrote itself or a library it probes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aclcap import _forkserver
+
+
+class ChildDied(RuntimeError):
+    """The child crashed, hung past its deadline, or raised: the message says which, with
+    the last lines it printed (where a C++ abort writes its reason)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def _child(fn: Callable[..., Any], args: tuple, conn: Any, log: str) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        conn.send(("ok", fn(*args)))
+    except BaseException as exc:  # everything, SystemExit too, goes back to the parent
+        conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+
+
+def run_isolated(fn: Callable[..., Any], *args: Any, timeout_s: float = 600.0) -> Any:
+    """`fn(*args)` in a forked child (fn and its result must pickle); ChildDied where it
+    raises, crashes or outlasts `timeout_s`."""
+    context = _forkserver.context()
+    parent_end, child_end = context.Pipe(duplex=False)
+    handle, log = tempfile.mkstemp(prefix="aclcap-child-", suffix=".log")
+    os.close(handle)
+    proc = context.Process(target=_forkserver.InThisRun(_child),
+                           args=(fn, args, child_end, log), name="aclcap-isolated")
+    try:
+        proc.start()
+        child_end.close()
+        if not parent_end.poll(timeout_s):
+            proc.kill()
+            raise ChildDied(f"timed out after {timeout_s:g} s", _tail(log))
+        try:
+            answer = parent_end.recv()
+        except EOFError:
+            proc.join()
+            raise ChildDied(_death(proc.exitcode), _tail(log)) from None
+        if answer[0] == "error":
+            raise ChildDied(answer[1], answer[2])
+        return answer[1]
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        parent_end.close()
+        Path(log).unlink(missing_ok=True)
+
+
+def _death(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"crashed (signal {-code}: {signal.Signals(-code).name})"
+    return f"exited with code {code}"
+
+
+def _tail(log: str, limit: int = 4000) -> str:
+    try:
+        return Path(log).read_text(errors="replace")[-limit:]
+    except OSError:
+        return ""
