@@ -209,6 +209,22 @@ def test_device_graph_capture_matches_eager(device, mechanism):
     assert totals["memory_over_largest"] <= 1.5  # one shared pool, largest first
 
 
+@pytest.mark.parametrize("mode", ["full", "piecewise"])
+def test_model_that_owns_its_kv_cache_replays_like_eager(mode):
+    """A KV cache kept as module buffers and written in forward, with a write position
+    that every step advances: the artifact writes the model's own buffers (not a copy baked
+    into it), and eager and replay each start from the same state. Bench times it too."""
+    model = str(MODELS / "owned_kv_cache.py")
+    run = capture(model, "--device", "cpu", "--graph-mode", mode, "--shapes", "2,4")
+    assert run.code == 0, run.stdout + run.stderr
+    assert all(r["status"] == "pass" for r in run.json()["results"])
+    bench = aclcap("bench", model, "--device", "cpu", "--graph-mode", mode, "--shapes", "2",
+                   "--modes", "eager,graph", "--rounds", "5", "--min-time", "0",
+                   "--max-time", "0", "--json", "-")
+    assert bench.code == 0, bench.stdout + bench.stderr
+    assert {r["mode"] for r in bench.json()["results"]} == {"eager", "graph"}
+
+
 def test_cache_follows_the_exported_program_not_the_file(tmp_path):
     model = str(MODELS / "env_outputs.py")
     cache = str(tmp_path / "cache")

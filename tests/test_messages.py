@@ -176,7 +176,11 @@ def test_exit_1_names_its_reasons_missing_metas_and_synthesis():
     report = MetaReport(rows, ["ns"])
     assert "0 failing" in report.summary()
     assert exit_reasons(report) == ["1 missing meta"]
-    unverified = SynthesisRun([Synthesis("ns::b.default", reason="no samples")], [], 1.0)
+    unverified = SynthesisRun([Synthesis("ns::b.default", reason="the kernel crashed")], [], 1.0)
     assert exit_reasons(MetaReport(rows[1:], ["ns"]), unverified) == [
-        "1 of 1 synthesized op(s) not verified (ns::b.default: see synthesis above)"]
+        "1 of 1 op(s) to synthesize not verified (ns::b.default: see synthesis above)"]
+    bare = SynthesisRun([Synthesis("ns::b.default", reason="no samples", no_samples=True)],
+                        [], 1.0)
+    assert exit_reasons(MetaReport(rows[1:], ["ns"]), bare) == [
+        "1 op(s) to synthesize without samples"]
     assert exit_reasons(MetaReport(rows[1:], ["ns"])) == []

@@ -227,3 +227,52 @@ def test_piece_input_twice_the_size_long_is_exported_with_a_derived_dim():
                   "--shapes", "1,2,4", "--pad")
     assert run.code == 0, run.stdout + run.stderr
     assert all(r["status"] == "pass" for r in run.json()["results"])
+
+
+def test_piece_that_writes_a_step_input_writes_through_to_the_splitting_op_at_every_size():
+    """A graph piece writes this step's key into a row of the KV cache, a strided view of a
+    step input (`cache[:, 0].copy_(k)`), and the splitting op reads the cache: the piece
+    must write the buffer itself, at every size, padded or not. An artifact exported on a
+    contiguous copy of the view wrote it as if contiguous, into other sequences' rows."""
+    run = capture(str(MODELS / "piecewise_kv_write.py"), "--graph-mode", "piecewise",
+                  "--shapes", "1,2,4", "--pad")
+    assert run.code == 0, run.stdout + run.stderr
+    rows = run.json()["results"]
+    assert [r["size"] for r in rows] == [1, 2, 3, 4]
+    assert all(r["status"] == "pass" and r["max_abs_err"] == 0 for r in rows), rows
+
+
+def test_decode_layers_whose_attention_writes_its_caches_match_eager():
+    """A 2-layer decode step, each layer's caches a view taken in the call's arguments
+    (`layer(h, k_cache[:, i])`, which Dynamo puts before the layer's own code) and written
+    by the attention, the splitting op: the split keeps the pieces in graph order."""
+    model = MODELS / "piecewise_decode_layers.py"
+    run = capture(str(model), "--graph-mode", "piecewise", "--shapes", "2,4")
+    assert run.code == 0, run.stdout + run.stderr
+    assert all(r["status"] == "pass" for r in run.json()["results"])
+    pw = run.json()["backend"]["piecewise"]
+    assert [p["kind"] for p in pw["pieces"]] == ["graph", "eager"] * 2 + ["graph"]
+
+
+def test_a_buffer_laid_out_otherwise_than_the_artifact_assumes_is_copied_in_its_layout():
+    """AOTInductor never checks its inputs' strides: a piece input whose stride follows the
+    size while its shape does not (`cache[:, 0]` of a [rows, tokens, hidden] cache) must be
+    handed to the artifact in the layout it was exported with, not as it is."""
+    import torch
+
+    from aclcap.graph.piecewise.layout import expected_strides, in_layout, program_inputs
+
+    class Write(torch.nn.Module):
+        def forward(self, x: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
+            row.copy_(x[:1].expand_as(row))
+            return x + 1
+
+    rows, hidden = 3, 8
+    exported = torch.export.export(Write(), (torch.randn(4, hidden),
+                                             torch.randn(rows, 4, hidden)[:, 0]),
+                                   dynamic_shapes=({0: torch.export.Dim("t", min=1)}, None))
+    args = (torch.randn(2, hidden), torch.randn(rows, 2, hidden)[:, 0])
+    assert expected_strides(program_inputs(exported), args) == [(hidden, 1), (4 * hidden, 1)]
+    copy = in_layout(args[1], (4 * hidden, 1))
+    assert copy.stride() == (4 * hidden, 1) and torch.equal(copy, args[1])
+    assert in_layout(args[0], (hidden, 1)) is args[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,7 +73,7 @@ def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
             lifted: tuple[str, ...] = ()) -> torch.export.ExportedProgram:
     """torch.export prints the partial graph to stderr when it fails; the caller reports
     the exception in one line, so that print is dropped. `lifted`: buffers the program
-    takes as trailing inputs (`lifted_buffers`)."""
+    takes as trailing inputs (`_export_state`)."""
     dynamic = tuple({d: dim for d in ds} or None for ds in dims) if dim is not None else None
     module = _SafeNames(model, lifted) if lifted else exportable(model)
     if module is not model and dynamic is not None:
@@ -90,13 +91,46 @@ def export_step(model: torch.nn.Module, args: tuple, dims: list[list[int]]
     return _export(model, args, dims, Dim("tokens", min=1))
 
 
+def _is_view(node: Any) -> bool:
+    """An op whose output aliases its first argument without writing it (`select`, `slice`,
+    `chunk`), or a getitem of such an op's outputs."""
+    if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.args):
+        return False
+    if node.target is operator.getitem:
+        return True
+    if not isinstance(node.target, torch._ops.OpOverload) or not node.target._schema.returns:
+        return False
+    alias = node.target._schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def _base(node: Any) -> Any:
+    """The tensor a chain of views is a view of."""
+    while _is_view(node):
+        node = node.args[0]
+    return node
+
+
 def _written_buffers(model: torch.nn.Module, program: torch.export.ExportedProgram
                      ) -> tuple[str, ...]:
-    """The model's buffers the program writes (a KV cache the model owns), by their own
-    names, as torch.export's signature says."""
+    """The model's buffers the program writes in place (a KV cache the model owns), by
+    their own names: every argument an op's schema marks written (`Tensor(a!)`), traced
+    through views to its base. torch.export's graph keeps in-place ops: its signature names
+    no buffer mutation before run_decompositions, which costs as much as the export."""
+    buffers = program.graph_signature.inputs_to_buffers
+    written = []
+    for node in program.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        for i, arg in enumerate(node.target._schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            value = node.kwargs.get(arg.name, node.args[i] if i < len(node.args) else None)
+            base = _base(value)
+            if isinstance(base, torch.fx.Node) and base.name in buffers:
+                written.append(buffers[base.name])
     safe = _safe_names(model)
-    return tuple(dict.fromkeys(safe.get(name, name) for name in
-                               program.graph_signature.buffers_to_mutate.values()))
+    return tuple(dict.fromkeys(safe.get(name, name) for name in written))
 
 
 def _export_state(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any

@@ -20,7 +20,7 @@ import torch
 from aclcap.meta.observe import bind
 from aclcap.meta.sample_inputs import SampleInput
 
-Kind = Literal["values", "dim", "dim-alone", "int", "float", "dtype", "rank", "layout"]
+Kind = Literal["values", "dim", "dim-alone", "int", "float", "dtype", "rank", "layout", "tied"]
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # Per sample: ~3 sizes x a handful of distinct dims, each shared dim alone, ints, floats,
 # each float tensor's dtype alone, ranks and layouts. Every kind gets its turn (kinds are
@@ -29,6 +29,7 @@ FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_VARIATIONS = 96
 MAX_BYTES = 256 << 20  # a variation never allocates more than this in all
 VALUES_REDRAWN = "values redrawn"  # the description's end for kind "values"
+TIED = "tied"  # kind of a variation not made: the dim is tied to an offsets tensor
 
 
 @dataclass
@@ -145,7 +146,7 @@ def _vary_dim(op: torch._ops.OpOverload, sample: SampleInput, arg: str, dim: int
         if slot not in resized and isinstance(value, torch.Tensor):
             follows = _follow(value, old, new_size)
             if follows is not None and alone:
-                return None, []
+                return None, [TIED]
             if follows is not None:
                 resized[slot] = follows
                 changed.append(f"{a.name} values")
@@ -216,19 +217,38 @@ def _shared_dim_variations(op: torch._ops.OpOverload, sample: SampleInput
                 yield Variation(varied, f"{', '.join(changed)}: {size} -> {new_size}", "dim")
 
 
+def _odd_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Every even size of the first tensor made odd at once (with every tensor sharing it):
+    one size changed at a time keeps a numel even, and then (numel + 1) // 2 and
+    numel // 2 (packed 4-bit storage) look alike."""
+    first = next((v for _, _, v in _slots(op, sample) if isinstance(v, torch.Tensor)
+                  and v.dim() > 0), None)
+    if first is None:
+        return
+    arg = next(a.name for a, _, v in _slots(op, sample) if v is first)
+    varied: SampleInput | None = sample
+    evens = [(d, size) for d, size in enumerate(first.shape) if size > 0 and size % 2 == 0]
+    for d, size in evens:
+        varied = vary_dim(op, varied, arg, d, size + 1) if varied is not None else None
+    if evens and varied is not None:
+        yield Variation(varied, f"{arg}: every even size made odd", "dim")
+
+
 def _alone_dim_variations(op: torch._ops.OpOverload, sample: SampleInput
                           ) -> Iterator[Variation]:
     """Each dim that shares its size with another changed alone: tells tied dims (the
     kernel rejects the call) from independent ones (equal head dims of q and v)."""
     for size, members in _tensor_dims(op, sample).items():
-        if len(members) < 2 or size < 2:
+        if len(members) < 2 or size < 1:
             continue
         for arg, dim in members:
             new_size = size * 2
-            varied, _ = _vary_dim(op, sample, arg, dim, new_size, alone=True)
+            varied, why = _vary_dim(op, sample, arg, dim, new_size, alone=True)
+            what = f"{arg} dim {dim} alone: {size} -> {new_size}"
             if varied is not None:
-                yield Variation(varied, f"{arg} dim {dim} alone: {size} -> {new_size}",
-                                "dim-alone")
+                yield Variation(varied, what, "dim-alone")
+            elif why == [TIED]:  # no call: offsets describe this dim, which ties it
+                yield Variation(sample, what, TIED)
 
 
 def _int_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
@@ -321,8 +341,9 @@ def _rank_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator
     tensors = [(a, slot, v) for a, slot, v in slots if isinstance(v, torch.Tensor)]
     lead = next((v.shape[0] for _, _, v in tensors if v.dim() >= 2), None)
     group = [(a, slot, v) for a, slot, v in tensors if v.dim() >= 2 and v.shape[0] == lead]
-    if not group:
-        return
+    if not group or any(lead in v.shape for _, _, v in tensors if all(v is not g for *_, g
+                                                                       in group)):
+        return  # another tensor describes those rows (per-row stats, positions): none made
     names = ", ".join(a.name for a, _, _ in group)
     added = {slot: v.unsqueeze(0).repeat(3, *([1] * v.dim())) for _, slot, v in group}
     if sum(t.numel() * t.element_size() for t in added.values()) <= MAX_BYTES:
@@ -368,6 +389,7 @@ def variations(op: torch._ops.OpOverload, sample: SampleInput,
     sample with many dims still has its dtypes, ranks and layouts varied. The sample
     itself is left untouched."""
     kinds = [_values_variation(op, sample), _shared_dim_variations(op, sample),
+             _odd_variation(op, sample),
              _alone_dim_variations(op, sample), _int_variations(op, sample),
              _dtype_variations(op, sample, dtypes), _rank_variations(op, sample),
              _layout_variations(op, sample), _float_variations(op, sample)]

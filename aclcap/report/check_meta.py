@@ -102,10 +102,13 @@ def exit_reasons(result: MetaReport, synthesized: SynthesisRun | None = None) ->
     if result.strict and (n := result.count(Status.NO_KERNEL)):
         reasons.append(f"{n} with no kernel for {result.device} (--strict)")
     if synthesized is not None and not synthesized.ok:
-        bad = [s.op for s in synthesized.done if not s.ok]
+        bad = [s.op for s in synthesized.done if not s.ok and not s.no_samples]
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        reasons.append(f"{len(bad)} of {len(synthesized.done)} synthesized op(s) not "
-                       f"verified ({', '.join(bad[:3])}{more}: see synthesis above)")
+        if bad:
+            reasons.append(f"{len(bad)} of {len(synthesized.done)} op(s) to synthesize not "
+                           f"verified ({', '.join(bad[:3])}{more}: see synthesis above)")
+        if n := sum(s.no_samples for s in synthesized.done):
+            reasons.append(f"{n} op(s) to synthesize without samples")
     return reasons
 
 
@@ -189,6 +192,8 @@ def synthesis_lines(run: SynthesisRun) -> list[str]:
     out = [f"synthesis: {len(run.done)} op(s), {made} synthesized, {verified} verified, "
            f"in {run.seconds:.1f} s -> {', '.join(map(str, run.files))}"]
     for s in run.done:
+        if s.no_samples:
+            continue
         out.append(f"  {s.op}: {s.verdict()}")
         if s.rule is None:
             continue
@@ -202,4 +207,9 @@ def synthesis_lines(run: SynthesisRun) -> list[str]:
         if s.meta_compared and not s.meta_diffs:
             out.append(f"    existing meta agrees with the kernel on all {s.meta_compared} "
                        "calls")
+    if bare := [s.op for s in run.done if s.no_samples]:
+        out.append(f"  {len(bare)} op(s) not synthesized, no samples (declare them with "
+                   "@aclcap.samples or pass --samples-from MODEL.py): " + ", ".join(bare))
+    if run.library is not None:
+        out.append(f"  C++ Meta kernels built into {run.library}")
     return out

@@ -108,11 +108,12 @@ def program_key(exported: torch.export.ExportedProgram,
                 factors: dict[str, Any] | None = None, values: bool = True) -> str:
     """A key of what the artifact is compiled from: the exported graph's code, its input
     and output signature, ranges and input layouts (the artifact assumes its inputs'
-    strides, so a strided view and a contiguous copy need two artifacts), every weight and constant (shape, dtype and values:
-    AOTI bakes them in), its custom op calls and the `_toolchain`. Keyed on the model
-    file's text instead, a step that reads an environment variable or a config file would
-    reuse the artifact of another graph. `values=False`: the structure key, the same for
-    programs that differ only in their weights' values (`weights.py`)."""
+    strides: a strided view and a contiguous copy need two artifacts), every weight and
+    constant (shape, dtype and values: AOTI bakes them in), its custom op calls and the
+    `_toolchain`. Keyed on the model file's text instead, a step that reads an environment
+    variable or a config file would reuse the artifact of another graph. `values=False`:
+    the structure key, the same for programs that differ only in their weights' values
+    (`weights.py`)."""
     h = hashlib.sha256()
     parts = [exported.graph_module.code, str(exported.call_spec.in_spec),
              str(exported.call_spec.out_spec), str(exported.range_constraints),

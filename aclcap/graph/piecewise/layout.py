@@ -57,11 +57,12 @@ def expected_strides(fakes: list[torch.Tensor], args: tuple) -> list[tuple[int, 
     return strides
 
 
-def in_layout(t: torch.Tensor, strides: tuple[int, ...] | None) -> torch.Tensor:
-    """`t` itself where the artifact reads it in its own layout, else a copy laid out as the
-    artifact assumes (refreshed before and written back after every replay, as a splitting
-    op's output is)."""
+def in_layout(t: torch.Tensor, strides: tuple[int, ...] | None, copy: bool = False
+              ) -> torch.Tensor:
+    """`t` itself (`copy`: a copy of it) where the artifact reads it in its own layout, else
+    a copy laid out as the artifact assumes (refreshed before and written back after every
+    replay, as a splitting op's output is)."""
     if strides is None or all(n == 1 or a == b for n, a, b in
                               zip(t.shape, t.stride(), strides, strict=True)):
-        return t  # the stride of a dim of size 1 is never used
+        return same_layout(t) if copy else t  # the stride of a dim of size 1 is never used
     return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)

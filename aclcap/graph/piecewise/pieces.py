@@ -19,7 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aclcap.errors import CaptureError, first_line
-from aclcap.graph.piecewise.layout import expected_strides, in_layout, same_layout
+from aclcap.graph.piecewise.layout import expected_strides, in_layout
 from aclcap.graph.piecewise.split import Piece, node_site, splits_on
 
 
@@ -139,8 +139,8 @@ class GraphPiece(torch.nn.Module):
         # graph piece's output is its own static buffer, written in place; a splitting op's
         # output is copied, as is a buffer in another layout than the artifact assumes.
         strides = expected_strides(self.compiled.inputs, args)
-        statics = [same_layout(a) if source == "eager" and a.data_ptr() not in self.weights
-                   else in_layout(a, layout)
+        statics = [in_layout(a, layout, copy=source == "eager" and
+                             a.data_ptr() not in self.weights)
                    for a, source, layout in zip(args, self.sources, strides, strict=True)]
         before = [s.clone() for s in statics]
         t0 = time.perf_counter()

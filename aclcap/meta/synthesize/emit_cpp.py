@@ -204,8 +204,8 @@ def expr_source(e: Expr | Unbacked, prec: int = 0) -> str:
             f"static_cast<int64_t>(c10::elementSize({pyname(e.arg)}))"
     if not isinstance(e, BinOp):
         raise TypeError(f"not a C++ shape expression: {e!r}")
-    if e.op == "max":
-        return f"c10::SymInt({expr_source(e.left)}).max({expr_source(e.right)})"
+    if e.op in ("max", "min"):
+        return f"c10::SymInt({expr_source(e.left)}).{e.op}({expr_source(e.right)})"
     if e.op == "ceil//":  # sizes are >= 0 and divisors > 0: (a + b - 1) / b rounds up
         if isinstance(e.right, Const):  # (k + 1) / 2, not (k + 2 - 1) / 2
             text = f"({expr_source(e.left, 1)} + {e.right.value - 1}) / {e.right.value}" \

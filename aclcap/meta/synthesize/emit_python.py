@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import keyword
 import math
+from dataclasses import replace
 
 from aclcap.meta.synthesize.rules import (
     BinOp,
@@ -80,8 +81,9 @@ def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0, ctx: str = "ctx
         return f"*{pyname(e.arg)}.shape" + (f"[:-{e.drop}]" if e.drop else "")
     if not isinstance(e, BinOp):
         raise TypeError(f"not a shape expression: {e!r}")
-    if e.op == "max":  # max() on SymInts would guard on which is larger
-        return f"torch.sym_max({expr_source(e.left, 0, ctx)}, {expr_source(e.right, 0, ctx)})"
+    if e.op in ("max", "min"):  # max() on SymInts would guard on which is larger
+        return (f"torch.sym_{e.op}({expr_source(e.left, 0, ctx)}, "
+                f"{expr_source(e.right, 0, ctx)})")
     if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)
         return f"-(-{expr_source(e.left, 3, ctx)} // {expr_source(e.right, 3, ctx)})"
     own = _PRECEDENCE[e.op]
@@ -170,8 +172,16 @@ def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str, ctx: 
     if len(line) <= _LINE or not isinstance(out.shape, tuple) or out.alias.kind == "input":
         return [line]
     parts = [expr_source(e, ctx=ctx) for e in out.shape]
-    return [*_wrap_call(f"{size_name} = [", parts, "]", indent="    "),
-            f"    {prefix}{output_source(out, base, sizes=size_name, ctx=ctx)}"]
+    if out.none_when is None:
+        return [*_wrap_call(f"{size_name} = [", parts, "]", indent="    "),
+                f"    {prefix}{output_source(out, base, sizes=size_name, ctx=ctx)}"]
+    # the sizes only where the output exists: a data-dependent one must not be asked for
+    # on a call that returns None (the meta device refuses it)
+    arg, condition = out.none_when
+    present = replace(out, none_when=None)
+    return [f"    if {pyname(arg)} {condition}:", f"        {prefix}None",
+            "    else:", *_wrap_call(f"{size_name} = [", parts, "]", indent="        "),
+            f"        {prefix}{output_source(present, base, sizes=size_name, ctx=ctx)}"]
 
 
 def _wrap_call(head: str, parts: list[str], tail: str, indent: str = "") -> list[str]:
@@ -191,7 +201,7 @@ def comment_lines(text: str, indent: str, mark: str, width: int = _LINE) -> list
     pieces, current, depth, code = [], "", 0, False
     for word in text.split():
         if current and len(current) + 1 + len(word) > room:  # a unit longer than a line
-            pieces.append(current)
+            pieces += current.split()  # breaks between its words, as plain text does
             current = ""
         current = f"{current} {word}" if current else word
         code ^= word.count("`") % 2 == 1
@@ -300,8 +310,6 @@ def function_source(rule: OpRule) -> str:
     where the rule must not be registered (rules.OpRule.unregistered)."""
     schema = rule.schema_spec()
     base = base_tensor(schema)
-    unbacked = any(isinstance(e, Unbacked) for o in rule.outputs
-                   if isinstance(o.shape, tuple) for e in o.shape)
     lines = [f"# {rule.schema}"] if len(rule.schema) + 2 <= _LINE else \
         _comment(rule.schema, indent="")
     if rule.unregistered:
@@ -317,9 +325,9 @@ def function_source(rule: OpRule) -> str:
             name += "_"
         return name
 
-    ctx = local("ctx")
-    if unbacked:
-        lines.append(f"    {ctx} = torch.library.get_ctx()")
+    # asked for where a size needs it: on meta tensors get_ctx() itself raises, and an op
+    # whose data-dependent output is optional must still run there when it gives None
+    ctx = "torch.library.get_ctx()"
     if not schema.returns:
         lines.append("    return None")
     elif len(rule.outputs) == 1:

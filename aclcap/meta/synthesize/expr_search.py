@@ -2,7 +2,7 @@
 
 Terms are input dims, numels, int arguments, elements of int[] arguments, the itemsize of a
 ScalarType argument (or of a tensor whose dtype varies) and constants; operations
-`+ - * max` and floor or ceil division by a constant, an int argument, a dim or an itemsize
+`+ - * max min` and floor or ceil division by a constant, an int argument, a dim or an itemsize
 (`numel // x.shape[-1]`), never by a formula: nested divisions fit anything. Expressions
 are enumerated by size (a term is 1, `a op b` is 1 + size(a) + size(b)) up to MAX_SIZE,
 each as its vector of values over the calls; two expressions with the same vector are the
@@ -30,7 +30,7 @@ from aclcap.meta.synthesize.rules import BinOp, Const, Dim, Expr, IntArg, ItemSi
 MAX_SIZE = 5  # (numel + 1) // 2 is size 5; bigger fits few observations too easily
 CONSTANTS = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
 LIMIT = 1 << 48  # values past this are no size: dropped, and no overflow in int64
-_OPS = ("*", "//", "ceil//", "+", "-", "max")  # preference order at equal size
+_OPS = ("*", "//", "ceil//", "+", "-", "max", "min")  # preference order at equal size
 MAX_MONOMIALS = 3
 COEFFICIENTS = (1, -1, 2, -2)
 MAX_OFFSET = 512
@@ -117,6 +117,8 @@ def _apply(op: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
             out = a * b
         elif op == "max":
             out = np.maximum(a, b)
+        elif op == "min":
+            out = np.minimum(a, b)
         else:
             safe = np.where(b > 0, b, 1)
             out = a // safe if op == "//" else -((-a) // safe)
@@ -141,7 +143,7 @@ def _level(left: list[tuple[Expr, np.ndarray]], right: list[tuple[Expr, np.ndarr
         out, ok = _apply(op, lv, rv)
         if op in ("//", "ceil//"):
             ok &= divisors[None, :]  # by a constant, an int argument or a dim, never a formula
-        if symmetric and op in ("+", "*", "max"):
+        if symmetric and op in ("+", "*", "max", "min"):
             ok &= np.triu(np.ones(ok.shape, dtype=bool))  # a op b == b op a
         if want is not None:
             ok &= (out == want).all(axis=-1)
@@ -391,7 +393,7 @@ def evaluate(expr: Expr, call: ObservedCall) -> int:
         return _itemsize(arg.tensor.dtype if expr.tensor else arg.value)
     a, b = evaluate(expr.left, call), evaluate(expr.right, call)
     return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else -1,
-            "ceil//": -(-a // b) if b else -1, "max": max(a, b)}[expr.op]
+            "ceil//": -(-a // b) if b else -1, "max": max(a, b), "min": min(a, b)}[expr.op]
 
 
 def size(expr: Expr) -> int:

@@ -24,7 +24,7 @@ from aclcap.meta.observe import (
     observed_inputs,
 )
 from aclcap.meta.sample_inputs import SampleInput, samples_for
-from aclcap.meta.variations import VALUES_REDRAWN, variations
+from aclcap.meta.variations import TIED, VALUES_REDRAWN, variations
 
 MAX_CALLS = 300  # per op: ~3 samples with their variations
 SEED = 0
@@ -80,13 +80,17 @@ def sources(qualname: str, device: str, dtypes: Sequence[torch.dtype],
 
 
 def candidates(op: torch._ops.OpOverload, samples: Sequence[Source]
-               ) -> Iterator[tuple[SampleInput, str, str, str]]:
+               ) -> Iterator[tuple[SampleInput | None, str, str, str]]:
     """(sample, phase, site, description) of every call to try: each sample, then its
-    variations, in a fixed order."""
+    variations, in a fixed order; sample None (phase TIED) for a dim changed alone that an
+    offsets tensor ties, which no call may change alone."""
     for source in samples:
         yield source.sample, source.phase, source.site, AS_GIVEN
         for variation in variations(op, source.sample):
-            yield variation.sample, VARIATION, source.site, variation.description
+            if variation.kind == TIED:  # no call: the kernel's contract ties the dim
+                yield None, TIED, source.site, variation.description
+            else:
+                yield variation.sample, VARIATION, source.site, variation.description
 
 
 def call_step(index: int, what: str) -> str:
@@ -115,6 +119,9 @@ def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: 
     for index, (sample, phase, site, what) in enumerate(candidates(op, samples)):
         if len(seen.calls) >= limit:
             break
+        if sample is None:
+            seen.rejected.append(f"{what}: tied by an offsets tensor")
+            continue
         key = call_key(observed_inputs(op, sample.args, sample.kwargs))
         if key in keys and not what.endswith(VALUES_REDRAWN):
             continue  # the same call again (samples alike over dtypes): nothing new
@@ -133,7 +140,9 @@ def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: 
         if diff_meta and len(seen.meta_diffs) < 3:
             seen.meta_compared += 1
             for reason in fake_mismatches(op, sample.args, sample.kwargs, recorded.outputs):
-                seen.meta_diffs.append(f"{_inputs(recorded.call)}: {reason}")
+                line = f"{_inputs(recorded.call)}: {reason}"
+                if line not in seen.meta_diffs:  # the same call over dtypes says it once
+                    seen.meta_diffs.append(line)
     return seen
 
 
@@ -143,6 +152,8 @@ def samples_by_key(op: torch._ops.OpOverload, samples: Sequence[Source], keys: s
     found: dict[str, SampleInput] = {}
     torch.manual_seed(SEED)
     for sample, _, _, _ in candidates(op, samples):
+        if sample is None:
+            continue
         key = call_key(observed_inputs(op, sample.args, sample.kwargs))
         if key in keys and key not in found:
             found[key] = sample

@@ -52,6 +52,7 @@ class Synthesis:
     meta_diffs: list[str] = field(default_factory=list)
     meta_compared: int = 0  # calls the op's existing meta ran on (--synthesize-all)
     crashed: list[str] = field(default_factory=list)  # calls that crashed the kernel
+    no_samples: bool = False  # nothing to learn from: counted apart, not as a failure of it
 
     @property
     def ok(self) -> bool:
@@ -185,6 +186,7 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         result.rejected, result.meta_diffs = seen["rejected_count"], seen["meta_diffs"]
         result.meta_compared = seen["meta_compared"]
         if got.sample_count == 0:
+            result.no_samples = True
             result.reason = ("no samples: synthesis needs real calls; declare them with "
                              "@aclcap.samples or pass --samples-from MODEL.py (--emit-stubs "
                              "writes a stub meanwhile)")
@@ -200,6 +202,12 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         except SynthesisError as exc:
             result.reason = str(exc)
             continue
+        if _data_dependent(result.rule) and any(" from " in f" {src}" for src in
+                                                 result.sample_sources):
+            result.rule.notes.append(
+                "the step calls it with a data-dependent output size: a device graph cannot "
+                "hold it, so the step breaks there (list it in SPLITTING_OPS to run it "
+                "eagerly between captured pieces)")
         if result.crashed:
             counts = Counter(result.crashed)
             result.rule.notes.append(

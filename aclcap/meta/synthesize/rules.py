@@ -54,9 +54,9 @@ class ItemSize:
 @dataclass(frozen=True)
 class BinOp:
     """`left op right`; "//" floors and "ceil//" rounds up (emitted as -(-a // b)); "max" is
-    the larger (a broadcast dim)."""
+    the larger (a broadcast dim), "min" the smaller (`x[:n]`)."""
 
-    op: Literal["+", "-", "*", "//", "ceil//", "max"]
+    op: Literal["+", "-", "*", "//", "ceil//", "max", "min"]
     left: Expr
     right: Expr
 
