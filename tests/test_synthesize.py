@@ -163,9 +163,10 @@ def test_fixture_fakes_equal_their_answer_keys_on_unseen_calls(fixture_run):
 
 
 def test_schema_defects_named_with_the_corrected_line_and_unseen_size_diffs(tmp_path):
-    py = tmp_path / "defects.py"
+    py, cpp = tmp_path / "defects.py", tmp_path / "defects.cpp"
     run = aclcap_process("check-meta", "--lib", str(FIXTURES / "synth_defects.py"),
-                         "--synthesize-all", "--synthesize", str(py), "--json", "-")
+                         "--synthesize-all", "--synthesize", str(py), "--synthesize-cpp",
+                         str(cpp), "--json", "-")
     synthesis = _synthesis(run.json())
     ns = "aclcap_synthdefect::"
     bump, flat = synthesis[ns + "bump.default"], synthesis[ns + "flat.default"]
@@ -173,10 +174,16 @@ def test_schema_defects_named_with_the_corrected_line_and_unseen_size_diffs(tmp_
         "message": "writes `y` but the schema does not mark it mutable (`Tensor(a!) y`)",
         "corrected_schema": "bump(Tensor x, Tensor(a!) y) -> Tensor"}]
     assert bump["status"] == "failed" and "opcheck test_schema" in bump["failures"]["python"]
+    # a fake that failed is written, not registered, its reason above it
+    assert "def _fake_bump(" in py.read_text()
+    assert '@torch.library.register_fake("aclcap_synthdefect::bump")' not in py.read_text()
     assert flat["defects"][0]["corrected_schema"] == "flat(Tensor(a) x) -> Tensor(a)"
     assert flat["rule"] == ["out 0: [x.numel()], a view of `x`"]
     double = synthesis[ns + "double.default"]  # its meta passes check-meta at 4 rows only
-    assert double["status"] == "verified"
+    assert double["verified"]["python"]
+    # the library's own (wrong) register_fake shadows the C++ Meta kernel: said so
+    assert double["failures"]["cpp"].startswith("not this kernel's verdict: the library's own "
+                                                "fake")
     assert double["rule"] == ["out 0: [*x.shape], dtype of x, stride order of x"]
     assert double["meta_diffs"] and "but the kernel gives shape [8, 8]" in \
         double["meta_diffs"][0]
