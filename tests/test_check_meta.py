@@ -200,9 +200,10 @@ def test_samples_recorded_while_the_model_builds_and_steps():
     rows_ = rows(run)
     built = rows_["aclcap_real::scale_shift.default"]  # called in build_model only
     assert built["status"] == "pass"
-    assert built["sample_sources"] == ["2 declared", "1 from packed_weights.py:24"]
+    assert built["sample_sources"] == ["1 declared x 2 dtypes", "1 from packed_weights.py:24"]
     stepped = rows_["aclcap_real::row_sum.default"]  # declared once per dtype; two step sizes
-    assert stepped["sample_sources"] == ["2 declared", "2 from packed_weights.py:18"]
+    assert stepped["sample_sources"] == ["1 declared x 2 dtypes",
+                                         "2 from packed_weights.py:18"]
 
 
 DETECTION_HEAD = "tests/models/detection_head.py"

@@ -180,7 +180,7 @@ def test_split_graph_gives_pieces_tensor_inputs_only():
 
 
 @pytest.mark.parametrize("args,message", [
-    (("--graph-mode", "partial"), "--graph-mode partial: choose full"),
+    (("--graph-mode", "partial"), "--graph-mode 'partial': choose full"),
     (("--split-ops", "aclcap::rms_norm"), "add --graph-mode piecewise"),
     (("--graph-mode", "piecewise", "--split-ops", "rms_norm"), "give ops as namespace::name"),
     (("--graph-mode", "piecewise", "--nproc", "2"), "leave out --nproc"),

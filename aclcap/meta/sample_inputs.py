@@ -38,6 +38,14 @@ def samples(qualname: str) -> Callable[[SampleFn], SampleFn]:
     return register
 
 
+def declared_words(count: int, dtypes: int) -> str:
+    """`2 declared x 2 dtypes`: declared samples run once per dtype, which a bare count of
+    4 would hide."""
+    if dtypes > 1 and count and count % dtypes == 0:
+        return f"{count // dtypes} declared x {dtypes} dtypes"
+    return f"{count} declared"
+
+
 def samples_for(qualname: str) -> SampleFn | None:
     """The sample generator registered for an overload, if any."""
     return _REGISTRY.get(normalize_qualname(qualname))

@@ -54,6 +54,7 @@ def serve(request_json: str, out: Connection, log: str) -> None:
     from aclcap.loading.libraries import load_libraries
     from aclcap.meta.checks import check_op
     from aclcap.meta.harvest import harvest, harvest_recorder, samples_of
+    from aclcap.meta.sample_inputs import declared_words
     from aclcap.status import Finding, Status
 
     load_libraries(request.libs)
@@ -78,7 +79,7 @@ def serve(request_json: str, out: Connection, log: str) -> None:
         try:
             declared = list(_declared_samples(op.qualname, op.device, dtypes))
             from_model, sites = samples_of(recorder.records, op.qualname)
-            sources = ([f"{len(declared)} declared"] if declared else []) + (
+            sources = ([declared_words(len(declared), len(dtypes))] if declared else []) + (
                 [f"{len(from_model)} from {', '.join(sites)}"] if from_model else [])
             outcome = check_op(op.qualname, [*declared, *from_model], meta_kind=op.meta_kind,
                                meta_source=op.meta_source, strict=request.strict,

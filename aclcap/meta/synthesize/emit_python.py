@@ -279,14 +279,8 @@ def _default_source(arg: ArgSpec) -> str:
 
 
 def _params(schema: OpSchema) -> list[str]:
-    parts, kwarg_only = [], False
-    for arg in schema.args:
-        if arg.kwarg_only and not kwarg_only:
-            parts.append("*")
-            kwarg_only = True
-        default = f"={_default_source(arg)}" if arg.has_default else ""
-        parts.append(pyname(arg.name) + default)
-    return parts
+    return schema.parameters(lambda arg: pyname(arg.name) + (
+        f"={_default_source(arg)}" if arg.has_default else ""))
 
 
 def base_tensor(schema: OpSchema) -> str:

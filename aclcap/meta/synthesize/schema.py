@@ -6,6 +6,7 @@ info), never by parsing its printed text: torch prints an unnamed alias set as
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -66,18 +67,23 @@ class OpSchema:
     def arg(self, name: str) -> ArgSpec:
         return next(a for a in self.args if a.name == name)
 
+    def parameters(self, render: Callable[[ArgSpec], str]) -> list[str]:
+        """Each argument rendered, with `*` before the first keyword-only one: a schema
+        line's parameters and a Python function's alike."""
+        parts: list[str] = []
+        for a in self.args:
+            if a.kwarg_only and "*" not in parts:
+                parts.append("*")
+            parts.append(render(a))
+        return parts
+
     def text(self, with_namespace: bool = True) -> str:
         """The schema line: `ns::name.overload(Tensor(a!) out, float eps) -> ()`."""
         name = self.name if with_namespace else self.name.split("::", 1)[-1]
         if self.overload:
             name += f".{self.overload}"
-        parts, starred = [], False
-        for a in self.args:
-            if a.kwarg_only and not starred:
-                parts.append("*")
-                starred = True
-            default = f"={_default_text(a)}" if a.has_default else ""
-            parts.append(f"{a.declared()} {a.name}{default}")
+        parts = self.parameters(lambda a: f"{a.declared()} {a.name}" + (
+            f"={_default_text(a)}" if a.has_default else ""))
         rets = [f"{r.declared()}{' ' + r.name if r.name else ''}" for r in self.returns]
         ret = rets[0] if len(rets) == 1 else f"({', '.join(rets)})"
         return f"{name}({', '.join(parts)}) -> {ret}"

@@ -13,18 +13,20 @@ from aclcap.meta.checks import check_op
 from aclcap.meta.messages import CheckStart, Event, Result, Start, WorkerRequest
 from aclcap.meta.observe import BUILD, DECLARED, RecordedCall
 from aclcap.meta.registry import MetaKind, resolve_overload
+from aclcap.meta.sample_inputs import declared_words
 from aclcap.meta.synthesize.observation import Source, observe_op, samples_by_key, sources
 from aclcap.meta.synthesize.verify import battery
 from aclcap.status import Finding, Status
 
 
-def _origins(found: Sequence[Source]) -> list[str]:
-    """`6 declared`, `3 from model.py:33 (1 build-time)`: where the samples came from."""
+def _origins(found: Sequence[Source], dtypes: int) -> list[str]:
+    """`3 declared x 2 dtypes`, `3 from model.py:33 (1 build-time)`: where the samples came
+    from."""
     declared = sum(s.phase == DECLARED for s in found)
     harvested = [s for s in found if s.phase != DECLARED]
     sites = ", ".join(dict.fromkeys(s.site for s in harvested))
     build = sum(s.phase == BUILD for s in harvested)
-    return ([f"{declared} declared"] if declared else []) + (
+    return ([declared_words(declared, dtypes)] if declared else []) + (
         [f"{len(harvested)} from {sites}" + (f" ({build} build-time)" if build else "")]
         if harvested else [])
 
@@ -48,7 +50,7 @@ def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall],
                 skip = set(request.synthesis.get(name, {}).get("skip", []))
                 seen = observe_op(op, found, diff_meta=diff, skip=skip,
                                   announce=lambda step, name=name: emit(CheckStart(name, step)))
-                yield Result(name, Status.PASS, [], len(found), _origins(found),
+                yield Result(name, Status.PASS, [], len(found), _origins(found, len(dtypes)),
                              synthesis=seen.to_dict())
             else:
                 asked = request.synthesis.get(name, {})
@@ -56,8 +58,8 @@ def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall],
                 checks, skipped = battery(op)
                 outcome = check_op(op, samples, checks)
                 yield Result(name, outcome.status, outcome.findings, outcome.sample_count,
-                             _origins(found), synthesis={"verified_on": len(samples),
-                                                         "checks": list(checks),
-                                                         "skipped": skipped})
+                             _origins(found, len(dtypes)),
+                             synthesis={"verified_on": len(samples), "checks": list(checks),
+                                        "skipped": skipped})
         except Exception as exc:  # this op's synthesis fails, not the run
             yield Result(name, Status.FAIL, [Finding(f"synthesis raised {first_line(exc)}")])
