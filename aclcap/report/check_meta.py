@@ -200,8 +200,9 @@ def synthesis_lines(run: SynthesisRun) -> list[str]:
         out.append(f"    from {s.rule.evidence} ({s.observed} of {s.tried} tried calls "
                    f"accepted; samples: {', '.join(s.sample_sources) or 'none'})")
         out += [f"    {line}" for line in describe_rule(s.rule)]
-        out += [f"    schema defect: {d.message}; corrected: {d.corrected_schema}"
-                for d in s.rule.defects]
+        out += [f"    schema defect: {d.message}" for d in s.rule.defects]
+        if s.rule.defects:
+            out.append(f"    corrected schema: {s.rule.defects[0].corrected_schema}")
         out += [f"    note: {n}" for n in s.rule.notes]
         out += [f"    existing meta differs from the kernel at {d}" for d in s.meta_diffs]
         if s.meta_compared and not s.meta_diffs:

@@ -236,8 +236,9 @@ def evidence_sentences(rule: OpRule) -> list[str]:
               else "") + "."]
     if rule.writes:
         out.append("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
-    out += [f"Schema defect: {d.message}; corrected schema: {d.corrected_schema}"
-            for d in rule.defects]
+    out += [f"Schema defect: {d.message}." for d in rule.defects]
+    if rule.defects:  # one corrected line says every defect's fix at once
+        out.append(f"Corrected schema: {rule.defects[0].corrected_schema}")
     out += [f"Note: {note}" for note in rule.notes]
     out += [f"Unproven: {what}." for what in rule.unproven]
     verdict = rule.verified
