@@ -3,8 +3,7 @@ validation before any work starts, the progress bar, and torch's log noise."""
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -129,43 +128,14 @@ def check_output_path(option: str, path: str | Path | None) -> None:
 
 
 def check_split_ops(model: Path | str, split_ops: tuple[str, ...] | None) -> None:
-    """Each --split-ops op is registered once the model file has loaded its op libraries:
-    an unknown name splits nowhere, and the run would capture one whole graph in silence.
-    The model file is imported here (once per process: the run reuses it)."""
-    if not split_ops:
-        return
-    import torch
+    """Each --split-ops op must be registered once the model file has loaded its op
+    libraries: an unknown name splits nowhere, and the run would capture one whole graph."""
+    if split_ops:
+        from aclcap.loading.op_names import unregistered_op
 
-    from aclcap.loading.model_file import load_model_file
-
-    load_model_file(model)
-    known = {name.split(".", 1)[0] for name in torch._C._dispatch_get_all_op_names()}
-    for op in split_ops:
-        if op not in known:
-            raise UsageError(f"--split-ops {op}: {_unknown_op(op, known)}")
-
-
-def _unknown_op(op: str, known: Collection[str]) -> str:
-    """What is registered near `op`: close names (difflib), else its namespace's ops, else
-    the custom namespaces there are."""
-    from aclcap.loading.libraries import custom_namespaces
-
-    namespace, name = op.split("::", 1)
-    siblings = sorted(n for n in known if n.startswith(namespace + "::"))
-    if siblings:  # the names alone: a shared namespace would make every op look close
-        bare = [n.split("::", 1)[1] for n in siblings]
-        close = [f"{namespace}::{n}" for n in difflib.get_close_matches(name, bare, n=3)]
-    else:
-        close = difflib.get_close_matches(op, known, n=3)
-    where = f"no op of that name in namespace {namespace}" if siblings else \
-        f"no op of namespace {namespace} is registered (custom namespaces: " \
-        f"{', '.join(custom_namespaces()) or 'none'})"
-    if close:
-        return f"{where}; did you mean {' or '.join(close)}?"
-    if siblings:
-        more = f" and {len(siblings) - 8} more" if len(siblings) > 8 else ""
-        return f"{where}; it has {', '.join(siblings[:8])}{more}"
-    return f"{where}; give ops as namespace::name from the model's op libraries"
+        for op in split_ops:
+            if reason := unregistered_op(model, op):
+                raise UsageError(f"--split-ops {op}: {reason}")
 
 
 def progress_bar() -> Progress:
