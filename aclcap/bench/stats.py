@@ -14,11 +14,6 @@ UNSTABLE_SPREAD = 1.25  # p90 / median past which a row's rounds disagree too mu
 # A speedup whose 95% interval is wider than this either side of it is unstable: two runs
 # whose intervals are this narrow and overlap give speedups within 15% of each other.
 UNSTABLE_CI = 0.07
-# A row is flagged in the table only where its speedup's interval is wider than this either
-# side: the rounds extend until UNSTABLE_CI (a steadier figure is cheap to get), but a
-# figure within ±15% (1.70x ±0.2x) is one a second run repeats within the reproducibility
-# the project holds bench to, and flagging it cried wolf on an idle machine.
-FLAG_CI = 0.15
 RESAMPLES = 2000
 LEVEL = 0.95
 
@@ -46,14 +41,6 @@ class Stability:
     def wide_interval(self) -> bool:
         return self.speedup is not None and self.speedup_ci is not None and \
             ci_half_width(self.speedup, self.speedup_ci) > UNSTABLE_CI
-
-    @property
-    def untrusted(self) -> bool:
-        """The figure the row reports is too wide to trust (the table's flag): its
-        speedup's interval past FLAG_CI, or without eager rounds its spread."""
-        if self.speedup is not None and self.speedup_ci is not None:
-            return ci_half_width(self.speedup, self.speedup_ci) > FLAG_CI
-        return self.wide_spread
 
     @property
     def unstable(self) -> bool:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import RenderableType
 from rich.table import Table
 
-from aclcap.bench.stats import FLAG_CI, UNSTABLE_SPREAD, ci_half_width
+from aclcap.bench.stats import UNSTABLE_CI, UNSTABLE_SPREAD, ci_half_width
 from aclcap.report import profile
 from aclcap.report.layout import WIDE, Col, document, line, num, short, table, times
 
@@ -93,7 +93,7 @@ def unstable_line(result: BenchReport) -> str | None:
     flagged = [r for r in result.rows if r.unstable]
     if not flagged:
         return None
-    limits = [f"a 95% interval past ±{FLAG_CI:.0%}"] if any(map(_paired, flagged)) else []
+    limits = [f"a 95% interval past ±{UNSTABLE_CI:.0%}"] if any(map(_paired, flagged)) else []
     if not all(map(_paired, flagged)):
         limits.append(f"a spread (p90 / median) past {UNSTABLE_SPREAD}")
     return (f"* {' or '.join(limits)} over {result.rounds} rounds: too wide to trust; for a "
