@@ -15,7 +15,7 @@ from aclcap.bench.floor import ReadFloor, StepBytes, step_bytes
 from aclcap.bench.modes import MODES
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
-from aclcap.bench.stats import UNSTABLE_SPREAD, Stability, median_p90, stability
+from aclcap.bench.stats import UNSTABLE_CI, Stability, median_p90, stability
 from aclcap.bench.timing import BLOCK_S, BlockTime, steps_for, time_block, time_settled_steps
 from aclcap.errors import CaptureError, UsageError
 from aclcap.graph.distributed import RankInfo, settle, settle_each_call
@@ -223,7 +223,7 @@ def run_bench(options: BenchOptions,
     def one_round(r: int) -> None:
         progress(f"round {r + 1} of {rounds}" if r < rounds else
                  f"round {r + 1}: timing for {options.min_time_s:g} s at least, and longer "
-                 f"while a spread is past {UNSTABLE_SPREAD}",
+                 f"while a speedup's interval is past ±{UNSTABLE_CI:.0%}",
                  done + min(r, rounds - 1))
         with torch.no_grad():
             for key, fn in steps.items():  # every (size, mode) once per round
