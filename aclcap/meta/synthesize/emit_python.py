@@ -1,9 +1,10 @@
 """OpRules -> a Python module of `torch.library.register_fake` functions, one per op.
 
 Everything stays symbolic: dims are `x.shape[i]`, ceil division is `-(-a // b)`, outputs
-come from `x.new_empty(...)`, and a data-dependent size is `ctx.new_dynamic_size()`, so the
-module passes `aclcap check-meta --lint` and traces with dynamic shapes. Each function
-carries the evidence it was inferred from and what verified it (or why not).
+come from `x.new_empty(...)`, and a data-dependent size is
+`torch.library.get_ctx().new_dynamic_size()`, so the module passes `aclcap check-meta
+--lint` and traces with dynamic shapes. Each function carries the evidence it was inferred
+from and what verified it (or why not).
 """
 
 from __future__ import annotations
@@ -60,9 +61,8 @@ def pyname(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0, ctx: str = "ctx") -> str:
-    """Python source of an integer expression; parenthesized only where precedence needs.
-    `ctx` names the fake-impl context a data-dependent size comes from."""
+def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
+    """Python source of an integer expression; parenthesized only where precedence needs."""
     if isinstance(e, Const):
         return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
     if isinstance(e, Dim):
@@ -76,19 +76,21 @@ def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0, ctx: str = "ctx
     if isinstance(e, ItemSize):
         return f"{pyname(e.arg)}.element_size()" if e.tensor else f"{pyname(e.arg)}.itemsize"
     if isinstance(e, Unbacked):
-        return f"{ctx}.new_dynamic_size()"
+        # get_ctx() asked for where the size is needed: on meta tensors it raises, and an
+        # op whose data-dependent output is optional must still run there giving None
+        return "torch.library.get_ctx().new_dynamic_size()"
     if isinstance(e, LeadingDims):  # only ever first in a shape list: [*x.shape[:-1], ...]
         return f"*{pyname(e.arg)}.shape" + (f"[:-{e.drop}]" if e.drop else "")
     if not isinstance(e, BinOp):
         raise TypeError(f"not a shape expression: {e!r}")
     if e.op in ("max", "min"):  # max() on SymInts would guard on which is larger
-        return (f"torch.sym_{e.op}({expr_source(e.left, 0, ctx)}, "
-                f"{expr_source(e.right, 0, ctx)})")
+        return (f"torch.sym_{e.op}({expr_source(e.left, 0)}, "
+                f"{expr_source(e.right, 0)})")
     if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)
-        return f"-(-{expr_source(e.left, 3, ctx)} // {expr_source(e.right, 3, ctx)})"
+        return f"-(-{expr_source(e.left, 3)} // {expr_source(e.right, 3)})"
     own = _PRECEDENCE[e.op]
     # left-associative: the right operand of - and // needs parentheses at equal precedence
-    text = f"{expr_source(e.left, own, ctx)} {e.op} {expr_source(e.right, own + 1, ctx)}"
+    text = f"{expr_source(e.left, own)} {e.op} {expr_source(e.right, own + 1)}"
     return f"({text})" if own < prec else text
 
 
@@ -108,10 +110,10 @@ def _dtype_source(rule: DtypeRule | None, base: str) -> str:
     return text
 
 
-def shape_list(out: OutputRule, ctx: str = "ctx") -> str:
+def shape_list(out: OutputRule) -> str:
     """`[x.shape[0], -(-x.numel() // blocksize)]` for a shape of expressions."""
     assert isinstance(out.shape, tuple)
-    return "[" + ", ".join(expr_source(e, ctx=ctx) for e in out.shape) + "]"
+    return "[" + ", ".join(expr_source(e) for e in out.shape) + "]"
 
 
 def same_shape_as(out: OutputRule, arg: str) -> bool:
@@ -128,8 +130,7 @@ def same_shape_as(out: OutputRule, arg: str) -> bool:
                and e.index in (i, i - len(shape)) for i, e in enumerate(shape))
 
 
-def output_source(out: OutputRule, base: str, sizes: str | None = None, ctx: str = "ctx"
-                  ) -> str:
+def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     """The expression that makes one output. `base` is the tensor argument whose device new
     tensors take; `sizes` replaces the shape list (a variable, where the line is long)."""
     if out.shape is None:
@@ -137,7 +138,7 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None, ctx: str
     if isinstance(out.shape, WholeShape):
         sizes = pyname(out.shape.arg)
     elif sizes is None:
-        sizes = shape_list(out, ctx)
+        sizes = shape_list(out)
     if out.alias.kind == "input":
         text = pyname(out.alias.arg or "")
     elif out.alias.kind == "view":
@@ -153,7 +154,7 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None, ctx: str
             text = f"_empty_in_order_of({pyname(like)}, {sizes}, {dtype})"
         elif out.layout.kind == "order" and isinstance(out.shape, tuple):
             order = out.layout.order
-            physical = "[" + ", ".join(expr_source(out.shape[d], ctx=ctx) for d in order) + "]"
+            physical = "[" + ", ".join(expr_source(out.shape[d]) for d in order) + "]"
             inverse = ", ".join(str(order.index(d)) for d in range(len(order)))
             text = f"{base}.new_empty({physical}, dtype={dtype}).permute({inverse})"
         else:
@@ -164,24 +165,23 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None, ctx: str
     return text
 
 
-def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str, ctx: str
-                  ) -> list[str]:
+def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str) -> list[str]:
     """`    <prefix><output>` (prefix `return ` or `out0 = `), with the shape list hoisted
     into its own wrapped statement `size_name = [...]` where one line would be too long."""
-    line = f"    {prefix}{output_source(out, base, ctx=ctx)}"
+    line = f"    {prefix}{output_source(out, base)}"
     if len(line) <= _LINE or not isinstance(out.shape, tuple) or out.alias.kind == "input":
         return [line]
-    parts = [expr_source(e, ctx=ctx) for e in out.shape]
+    parts = [expr_source(e) for e in out.shape]
     if out.none_when is None:
         return [*_wrap_call(f"{size_name} = [", parts, "]", indent="    "),
-                f"    {prefix}{output_source(out, base, sizes=size_name, ctx=ctx)}"]
+                f"    {prefix}{output_source(out, base, sizes=size_name)}"]
     # the sizes only where the output exists: a data-dependent one must not be asked for
     # on a call that returns None (the meta device refuses it)
     arg, condition = out.none_when
     present = replace(out, none_when=None)
     return [f"    if {pyname(arg)} {condition}:", f"        {prefix}None",
             "    else:", *_wrap_call(f"{size_name} = [", parts, "]", indent="        "),
-            f"        {prefix}{output_source(present, base, sizes=size_name, ctx=ctx)}"]
+            f"        {prefix}{output_source(present, base, sizes=size_name)}"]
 
 
 def _wrap_call(head: str, parts: list[str], tail: str, indent: str = "") -> list[str]:
@@ -320,17 +320,14 @@ def function_source(rule: OpRule) -> str:
             name += "_"
         return name
 
-    # asked for where a size needs it: on meta tensors get_ctx() itself raises, and an op
-    # whose data-dependent output is optional must still run there when it gives None
-    ctx = "torch.library.get_ctx()"
     if not schema.returns:
         lines.append("    return None")
     elif len(rule.outputs) == 1:
-        lines += _output_lines(rule.outputs[0], base, "return ", local("size"), ctx)
+        lines += _output_lines(rule.outputs[0], base, "return ", local("size"))
     else:
         outs = [local(f"out{i}") for i in range(len(rule.outputs))]
         for i, o in enumerate(rule.outputs):
-            lines += _output_lines(o, base, f"{outs[i]} = ", local(f"size{i}"), ctx)
+            lines += _output_lines(o, base, f"{outs[i]} = ", local(f"size{i}"))
         lines.append("    return " + ", ".join(outs))
     return "\n".join(lines) + "\n"
 
