@@ -55,7 +55,10 @@ def run_isolated(fn: Callable[..., Any], *args: Any, timeout_s: float = 600.0) -
             answer = parent_end.recv()
         except EOFError:
             proc.join()
-            raise ChildDied(_death(proc.exitcode), _tail(log)) from None
+            output = _tail(log)
+            lines = [ln for ln in output.splitlines() if ln.strip()]
+            raise ChildDied(exit_words(proc.exitcode, lines[-1] if lines else ""),
+                            output) from None
         if answer[0] == "error":
             raise ChildDied(answer[1], answer[2])
         return answer[1]
@@ -67,10 +70,12 @@ def run_isolated(fn: Callable[..., Any], *args: Any, timeout_s: float = 600.0) -
         Path(log).unlink(missing_ok=True)
 
 
-def _death(code: int | None) -> str:
+def exit_words(code: int | None, last_line: str = "") -> str:
+    """How a child ended, as every report says it: `crashed (signal 6: SIGABRT)`, or
+    `crashed (exit code 1): <its last line>`."""
     if code is not None and code < 0:
         return f"crashed (signal {-code}: {signal.Signals(-code).name})"
-    return f"exited with code {code}"
+    return f"crashed (exit code {code}): {last_line or 'no output'}"
 
 
 def _tail(log: str, limit: int = 4000) -> str:

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from aclcap import _forkserver
+from aclcap._isolated import exit_words
 from aclcap.meta.messages import Event, WorkerRequest, parse_event
 from aclcap.meta.worker import serve
 
@@ -47,10 +48,9 @@ class WorkerProcess:
         self.proc.join()
         code = self.proc.exitcode or 0
         if code < 0:
-            return f"crashed (signal {-code}: {signal.Signals(-code).name})"
-        text = self.log.read_text(errors="replace")
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        return f"crashed (exit code {code}): {lines[-1] if lines else 'no output'}"
+            return exit_words(code)
+        lines = [ln for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
+        return exit_words(code, lines[-1] if lines else "")
 
     def kill(self) -> None:
         """The worker and anything it started (its own session: see worker.serve)."""

@@ -108,6 +108,7 @@ class _Checked:
     synthesis: dict | None = None  # what a synthesis worker sent (messages.Result)
     check_s: float = 0.0
     crashed_in: str | None = None  # the step (messages.CheckStart) a crash happened in
+    death: str | None = None  # how the worker died there: "crashed (signal 6: SIGABRT)"
 
 
 def _lib_arg(spec: str) -> str:
@@ -223,9 +224,10 @@ def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces:
                     return results
                 if event is None:
                     op = next(p for p in pending if p.qualname == current)
+                    death = worker.death()
                     results[current] = _Checked(*crash_outcome(
-                        current, op.meta_kind, op.meta_source, step, worker.death()),
-                        crashed_in=step)
+                        current, op.meta_kind, op.meta_source, step, death),
+                        crashed_in=step, death=death)
                     done(current)
                     break
                 if isinstance(event, Start):

@@ -20,6 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import aclcap
+from aclcap.build import cache_root
 from aclcap.errors import CaptureError, first_line, value_dependent
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.backends.trace_key import (
@@ -47,7 +48,7 @@ from aclcap.loading.model_file import ModelSpec
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("ACLCAP_CACHE_DIR", Path.home() / ".cache" / "aclcap")) / "aoti"
+    return cache_root() / "aoti"
 
 
 def _library_fingerprint(spec: ModelSpec) -> str:

@@ -147,13 +147,12 @@ def observe(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
         outcomes.update(got)
         again = []
         for o in todo:
-            crash = crashed_call(getattr(got.get(o.qualname), "crashed_in", None))
+            checked = got.get(o.qualname)
+            crash = crashed_call(checked.crashed_in) if checked is not None else None
             if crash is None:
                 continue
             index, what = crash
-            death = got[o.qualname].findings[0].message.split(" while ", 1)[0] \
-                .split(" in check ", 1)[0] if got[o.qualname].findings else "crashed"
-            crashes.setdefault(o.qualname, []).append((what, death))
+            crashes.setdefault(o.qualname, []).append((what, checked.death or "crashed"))
             skips.setdefault(o.qualname, []).append(index)
             # a sample itself that crashes is a broken kernel, not a call outside its contract
             if len(skips[o.qualname]) < MAX_CRASHES and what != AS_GIVEN:
