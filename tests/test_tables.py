@@ -224,3 +224,13 @@ def test_compiles_line_names_no_backend_it_does_not_know(captured):
     lines = capture_report.trace_lines(replace(captured, backend=BackendSummary()))
     compiles = next(line for line in lines if line.startswith("compiles at sizes"))
     assert "None" not in compiles and compiles.endswith("(torch.compile)"), compiles
+
+
+def test_check_meta_where_every_row_passes_still_says_what_it_checked():
+    from aclcap.meta.runner import MetaResult
+
+    rows = [MetaResult("ns::a.default", "ns::a(Tensor x) -> Tensor", ["CPU"], "register_fake",
+                       Status.PASS)]
+    text = render(meta_report.render(MetaReport(rows, ["ns"]), 80), 80)
+    assert text.splitlines()[0] == "aclcap check-meta: namespaces ns"
+    assert "not shown: 1 pass (--all prints every row)" in text

@@ -54,9 +54,9 @@ def render(result: MetaReport, width: int, every: bool = False) -> RenderableTyp
     hidden = hidden_lines(result, rows)
     below = [Text(line) if i == 0 else Padding(Text(line), (0, 0, 0, 2), expand=False)
              for i, line in enumerate(hidden)]
-    if not rows:
-        return Group(*below)
     title = f"aclcap check-meta: namespaces {', '.join(result.namespaces)}"
+    if not rows:  # nothing to show: the title still says what was checked
+        return Group(Text(title, style="bold"), *below)
     wide = width >= WIDE
     op_width = _op_width(rows, width, wide)
     table = _wide(rows, title, op_width) if wide else _narrow(rows, title, op_width)
