@@ -25,8 +25,10 @@ build: install
 run: build
 	$(BIN)/aclcap bench
 
+# ruff, then import-linter's contracts (pyproject.toml: the layers of docs/design.md).
 lint: install
 	$(BIN)/ruff check aclcap aclcap_ops tests scripts examples
+	$(BIN)/lint-imports
 
 # Two pytest workers, a test file each at a time (its module fixtures stay in one worker),
 # heaviest files first (tests/conftest.py orders them), then the timing tests (markers perf

@@ -2,8 +2,7 @@
 
 The public API is what an op library needs to declare sample inputs for `check-meta`."""
 
+from aclcap._version import VERSION as __version__
 from aclcap.meta.sample_inputs import SampleInput, samples
-
-__version__ = "0.1.0"
 
 __all__ = ["SampleInput", "__version__", "samples"]

@@ -1,7 +1,7 @@
-"""What differs between the torch releases aclcap supports (2.11 to 2.15, the README's "Tested
-with"), in one place: each shim takes the newer API where this torch has it and names what
-stands in where it does not. Everything else aclcap calls is the same on all five (read in
-their sources and run by scripts/compat_check.sh)."""
+"""What differs between the torch releases aclcap supports (2.11 to 2.15, "Tested with" in
+docs/devices.md), in one place: each shim takes the newer API where this torch has it and
+names what stands in where it does not. Everything else aclcap calls is the same on all five
+(read in their sources and run by scripts/compat_check.sh)."""
 
 from __future__ import annotations
 

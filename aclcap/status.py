@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from aclcap.meta.lint_rules import RULE_IDS
+from aclcap.lint_rules import RULE_IDS
 
 
 class Status(StrEnum):

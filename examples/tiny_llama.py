@@ -1,5 +1,5 @@
 """A small Llama-style decode step built from the bundled aclcap ops, for `aclcap capture`
-and `aclcap bench` (the README's model-file contract).
+and `aclcap bench` (docs/contracts.md: the model file).
 
 One step decodes one token for each of `size` sequences: vocab-parallel embedding masking
 -> N x [rms_norm -> qkv -> rotary_embedding -> reshape_and_cache (each sequence's new key

@@ -7,7 +7,7 @@ shards), column-parallel qkv (its share of the query and KV heads) and gate_up, 
 o_proj and down, each followed by an all-reduce, and a column-parallel lm_head whose logits
 are all-gathered. The weights are cut from one full model seeded alike on every rank, so
 the N ranks together compute exactly what one unsharded model computes. aclcap initializes
-the default process group before build_model (the README's model-file contract).
+the default process group before build_model (docs/contracts.md: the model file).
 """
 
 from __future__ import annotations

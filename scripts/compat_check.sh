@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # aclcap's smoke subset on another torch: build, check-meta of the bundled ops, capture of
-# examples/tiny_llama.py at 1,2 and the device protocol test, then one table (the README's
-# "tested with" rows come from it).
+# examples/tiny_llama.py at 1,2 and the device protocol test, then one table (the "tested
+# with" rows of docs/devices.md come from it).
 #
 #   scripts/compat_check.sh VERSION     a venv under Python 3.12 (the GPU image's) with torch==VERSION
 #                                       from the registry, e.g. 2.11.0 or 2.15.0

@@ -95,6 +95,16 @@ step "$bin/aclcap" capture examples/tiny_llama.py --device "$device" --shapes 1,
   --json "$out/capture.json"
 step "$bin/aclcap" bench examples/tiny_llama.py --device "$device" --shapes 1,2,4,8 --rounds 5 \
   --max-time 10 --json "$out/bench.json"
+# Host values on the device: a graph freezes the host list (exit 1 is the expected verdict),
+# the same lengths as a tensor replay live (exit 0).
+echo "== aclcap capture examples/host_seq_lens.py (expect exit 1: seq_lens frozen)"
+timeout $((deadline - SECONDS > 0 ? deadline - SECONDS : 1)) "$bin/aclcap" capture \
+  examples/host_seq_lens.py --device "$device" --shapes 2,4 --json "$out/capture-host.json"
+rc=$?
+echo "   (exit $rc)"
+[ "$rc" -eq 1 ] || status=1
+step "$bin/aclcap" capture examples/tensor_seq_lens.py --device "$device" --shapes 2,4 \
+  --json "$out/capture-tensor-lens.json"
 ngpu=0
 [ "$device" = cuda ] && ngpu=$("$py" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 if [ "${ngpu:-0}" -gt 1 ]; then

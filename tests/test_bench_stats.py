@@ -1,6 +1,6 @@
 """bench's speedups with confidence: the bootstrap interval of the median of per-round
 ratios, and --baseline calling a regression only when the whole interval of the change lies
-past the threshold (README: aclcap bench). Synthetic rounds: fast, and the truth is known."""
+past the threshold (docs/bench.md). Synthetic rounds: fast, and the truth is known."""
 
 from __future__ import annotations
 

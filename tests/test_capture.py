@@ -184,8 +184,11 @@ def test_bisect_names_the_planted_node():
      "def make_inputs(size, device, dtype):\n    return (torch.ones(size),)\n",
      "build_model returned int, not a torch.nn.Module"),
     ("import torch\ndef build_model(device, dtype):\n    return torch.nn.Identity()\n"
+     "def make_inputs(size, device, dtype):\n    return {'x': 1}\n",
+     "make_inputs must return a tuple of tensors and host values, got dict"),
+    ("import torch\ndef build_model(device, dtype):\n    return torch.nn.Identity()\n"
      "def make_inputs(size, device, dtype):\n    return [1, 2]\n",
-     "make_inputs must return a tuple of tensors"),
+     "the step raised TypeError: Identity.forward() takes 2 positional arguments"),
 ])
 def test_broken_model_file_is_one_line_exit_2(tmp_path, body, message):
     model = tmp_path / "model.py"
@@ -296,8 +299,8 @@ def test_max_autotune_compiles_the_autotuned_gemm_into_the_artifact(tmp_path):
 
 def test_max_autotune_is_refused_off_cpu():
     from aclcap.errors import UsageError
-    from aclcap.graph.backends import backend_for
     from aclcap.graph.options import StepOptions
+    from aclcap.graph.step import backend_for
 
     with pytest.raises(UsageError, match="--compile-backend"):
         backend_for("cuda", StepOptions(max_autotune=True))

@@ -1,6 +1,6 @@
 """check-meta's speed without dropping a check: one compiled graph per dynamic signature
 of an op (not per sample), test_aot_dispatch_dynamic on the op's most general call, and
-the slowest ops named (README: check-meta)."""
+the slowest ops named (docs/check-meta.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every command's --help fits 80 columns: no option name or word cut to "…" (details live
-in the README; the help says what an option is for in a line)."""
+in docs/, tests/test_docs.py; the help says what an option is for in a line)."""
 
 from __future__ import annotations
 

@@ -72,7 +72,8 @@ def test_fused_add_rms_norm(bundled, dtype, shape):
 @pytest.mark.parametrize("is_neox", (True, False))
 @pytest.mark.parametrize(
     "tokens,q_heads,k_heads,head_size,rot_dim",
-    ((1, 4, 4, 64, 64), (9, 8, 2, 128, 128), (5, 3, 1, 80, 32), (33, 2, 2, 16, 16)),
+    ((1, 4, 4, 64, 64), (9, 8, 2, 128, 128), (5, 3, 1, 80, 32), (33, 2, 2, 16, 16),
+     (4, 3, 2, 100, 100)),  # the last: both layouts end each head in a partial vector
 )
 def test_rotary_embedding(bundled, dtype, is_neox, tokens, q_heads, k_heads, head_size, rot_dim):
     positions = torch.randint(0, 128, (tokens,))
@@ -112,6 +113,22 @@ def test_rotary_embedding_bad_position_leaves_query_and_key_alone(bundled, bad):
 def test_silu_and_mul(bundled, dtype, shape):
     x = torch.randn(shape, dtype=dtype) * 4
     assert_close(bundled.silu_and_mul(x), reference.silu_and_mul(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_and_mul_extremes(bundled, dtype):
+    # The 16-bit kernels' exp has no range clamp: past float32's exp range (|g| > 88) and at
+    # infinities and NaN they must still give torch's answers (x * 0 = NaN for g = -inf).
+    special = [0.0, -0.0, 80.0, -80.0, 87.5, -87.5, 89.0, -89.0, 100.0, -100.0, 1e4, -1e4,
+               3e38, -3e38, float("inf"), -float("inf"), float("nan")]
+    gate = torch.tensor(special + torch.linspace(-95, 95, 47).tolist())
+    x = torch.cat((gate, torch.rand(gate.numel()) + 0.5)).to(dtype)[None]
+    expected = reference.silu_and_mul(x)
+    actual = bundled.silu_and_mul(x)
+    if dtype == torch.float32:
+        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5, equal_nan=True)
+    else:
+        torch.testing.assert_close(actual, expected, equal_nan=True)
 
 
 def test_silu_and_mul_meta_rejects_odd_last_dim(bundled):

@@ -15,8 +15,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from aclcap.lint_rules import HINTS, RULE_IDS, SUMMARIES
 from aclcap.meta.lint import lint
-from aclcap.meta.lint_rules import HINTS, RULE_IDS, SUMMARIES
 from aclcap.report import lint as lint_report
 from tests.conftest import ROOT, aclcap
 
@@ -31,10 +31,10 @@ def test_every_rule_has_an_id_summary_and_hint_and_ids_are_unique():
     assert len(set(RULE_IDS.values())) == len(RULE_IDS)
 
 
-def test_readme_lists_every_rule_id():
-    readme = (ROOT / "README.md").read_text()
+def test_docs_list_every_rule_id():
+    page = (ROOT / "docs" / "check-meta.md").read_text()
     for rule, rule_id in RULE_IDS.items():
-        assert f"| `{rule_id}` | `{rule}` |" in readme
+        assert f"| `{rule_id}` | `{rule}` |" in page
 
 
 def test_text_is_one_greppable_line_per_finding_at_80_columns():

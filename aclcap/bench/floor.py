@@ -62,9 +62,10 @@ def step_bytes(model: torch.nn.Module, args: tuple) -> StepBytes:
     outputs = out if isinstance(out, (tuple, list)) else (out,)
     written = sum(_nbytes(o) for o in outputs if isinstance(o, torch.Tensor))
     for a, b in zip(args, after, strict=True):  # changed elements of mutated inputs
-        if a.shape == b.shape and not torch.equal(a, b):
+        if isinstance(a, torch.Tensor) and a.shape == b.shape and not torch.equal(a, b):
             written += int((a != b).sum()) * a.element_size()
-    return StepBytes(params, sum(_nbytes(a) for a in args), written)
+    return StepBytes(params, sum(_nbytes(a) for a in args if isinstance(a, torch.Tensor)),
+                     written)
 
 
 class ReadFloor:

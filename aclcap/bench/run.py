@@ -1,5 +1,5 @@
 """aclcap bench: step time of eager vs torch.compile vs graph replay per size, interleaved
-in rounds in one process so machine drift cancels (README: timing method)."""
+in rounds in one process so machine drift cancels (docs/bench.md: how bench times)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from aclcap._tensors import clone_tensors
 from aclcap.bench.floor import ReadFloor, StepBytes, step_bytes
+from aclcap.bench.host_update import UPDATE, host_update
 from aclcap.bench.modes import MODES
 from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
@@ -29,7 +31,7 @@ SETTLED_STEPS = 50  # --nproc on cpu: steps per block, each timed alone (see set
 
 @dataclass
 class BenchRow:
-    """One row of the bench table (README: machine-readable output)."""
+    """One row of the bench table (docs/contracts.md: machine-readable output)."""
 
     size: int
     mode: str
@@ -46,6 +48,8 @@ class BenchRow:
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
     floor_us: float | None = None  # the step's bytes at its fastest read pass
     over_floor: float | None = None  # step median / floor
+    # graph rows of a step with host values: their update before each replay (host_update.py)
+    host_update_us: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -108,7 +112,7 @@ class _OpCounter(TorchDispatchMode):
 
 def eager_launches(model: torch.nn.Module, args: tuple) -> int:
     counter = _OpCounter()
-    fresh = [t.clone() for t in args]  # outside the counter: copies are not the step's ops
+    fresh = clone_tensors(list(args))  # outside the counter: copies are not the step's ops
     with torch.no_grad(), counter:
         model(*fresh)
     return counter.count
@@ -200,6 +204,9 @@ def run_bench(options: BenchOptions,
                     fn()
             steps[(size, mode)] = fn
             done += 1
+        if "graph" in modes and size in captured and (update := host_update(args)):
+            steps[(size, UPDATE)] = update
+            launches[(size, UPDATE)] = None
         if size in between:
             target = between[size]
             padded = pad_to(args, step.dims, size, target)
@@ -248,8 +255,10 @@ def run_bench(options: BenchOptions,
             report.profiles.append(profile_step(fn, size, mode, resolved))
             if mode == "compiled" and report.profiles[-1].kernels_per_step is not None:
                 launches[(size, mode)] = round(report.profiles[-1].kernels_per_step)
+    updates = {size: median_p90([t.step_us for t in timed])[0]
+               for (size, mode), timed in timings.items() if mode == UPDATE and timed}
     for (size, mode), timed in timings.items():
-        if not timed:
+        if not timed or mode == UPDATE:
             continue
         med, p90 = median_p90([t.step_us for t in timed])
         host, _ = median_p90([t.host_us for t in timed])
@@ -259,6 +268,9 @@ def run_bench(options: BenchOptions,
                                     "aoti-piecewise" if mode == "piecewise" else
                                     backend.mechanism,
                                     med, p90, host, dev, launches[(size, mode)]))
+    for row in report.rows:
+        if row.mode == "graph":
+            row.host_update_us = updates.get(row.size)
     judge_rows(report.rows, _step_times(timings))
     set_floors(report, floors)
     return report
@@ -266,7 +278,9 @@ def run_bench(options: BenchOptions,
 
 def _step_times(timings: dict[tuple[int, str], list[BlockTime]]
                 ) -> dict[tuple[int, str], list[float]]:
-    return {key: [t.step_us for t in timed] for key, timed in timings.items()}
+    """Per (size, mode), its step times; the host-value update is no mode of its own."""
+    return {key: [t.step_us for t in timed] for key, timed in timings.items()
+            if key[1] != UPDATE}
 
 
 def unsettled(rounds: dict[tuple[int, str], list[float]]) -> bool:

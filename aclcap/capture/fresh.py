@@ -17,5 +17,6 @@ def inputs_are_fresh(first: tuple, second: tuple) -> bool:
     """Whether two calls of make_inputs at one size differ in any value (or in their
     structure). Capture compares the draws its replays use, before they run."""
     return len(first) != len(second) or any(
-        a.shape != b.shape or a.dtype != b.dtype or not torch.equal(a, b)
+        (a != b) if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor)
+        else a.shape != b.shape or a.dtype != b.dtype or not torch.equal(a, b)
         for a, b in zip(first, second, strict=True))

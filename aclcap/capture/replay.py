@@ -61,7 +61,7 @@ def eager_step(model: torch.nn.Module, args: tuple) -> tuple[Any, tuple, list[in
     with torch.no_grad():
         out = wait_collectives(model(*after))
     mutated = [i for i, (a, b) in enumerate(zip(args, after, strict=True))
-               if not torch.equal(a, b)]
+               if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
     return out, after, mutated
 
 
@@ -73,8 +73,8 @@ def replay_check(step: StepContext, cap: Captured, args: tuple, logits: bool = F
                  ) -> ReplayCheck:
     """Replay `cap` on a copy of `args` (padded up to its size when `args` are smaller) and
     compare with eager on `args` itself, both from the same model state."""
-    size = next((a.shape[d] for a, ds in zip(args, step.dims, strict=True) for d in ds),
-                cap.size)
+    size = next((a.shape[d] if isinstance(a, torch.Tensor) else len(a)
+                 for a, ds in zip(args, step.dims, strict=True) for d in ds), cap.size)
     want_out, want_args, mutated, want_buffers = _eager_from_same_state(step.model, args)
     got_args = clone_tensors(args)
     if size != cap.size:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aclcap.capture.fresh import STALE_INPUTS, inputs_are_fresh
+from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
 from aclcap.capture.replay import replay_check
 from aclcap.capture.trace import TraceReport, located, trace_model
@@ -43,9 +44,12 @@ class CaptureRow:
     # where nothing was replayed. Warnings report without failing the row.
     fresh_inputs: bool | None = None
     warnings: list[str] = field(default_factory=list)
+    # Op arguments fed by host values at this size (capture/frozen.py): frozen into the
+    # graph, or live where their op runs eagerly between pieces.
+    frozen_values: list[FrozenValue] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "frozen_values"}
 
 
 @dataclass
@@ -70,6 +74,14 @@ class CaptureReport:
     # Wall seconds per phase, in order: prepare (import the model file, build the model),
     # trace, capture (export, compile or load the artifact, capture, per size), replay.
     phases_s: dict[str, float] = field(default_factory=dict)
+    # Reads of tensor data on the host inside the step (capture/host_uses.py).
+    host_reads: list[dict[str, Any]] = field(default_factory=list)
+    # Host inputs the same in every draw, by name: frozen, safe while callers keep them so.
+    host_constants: dict[str, Any] = field(default_factory=dict)
+
+    def frozen_values(self) -> list[FrozenValue]:
+        """Every row's host-fed op arguments (JSON `frozen_values`)."""
+        return [f for r in self.rows for f in r.frozen_values]
 
     def totals(self) -> dict[str, Any]:
         """Capture time and memory over all sizes, against the largest single graph: one
@@ -117,9 +129,11 @@ def _fresh(row: CaptureRow, fresh: bool) -> CaptureRow:
     return row
 
 
-def _replay_row(step: StepContext, cap: Captured, mechanism: str) -> CaptureRow:
+def _replay_row(step: StepContext, cap: Captured, mechanism: str,
+                host: HostValues | None = None) -> CaptureRow:
     """REPLAYS replays on different fresh inputs; says so when only the first (or only a
-    later) one differs: state that is stale at first replay, or leaks between replays."""
+    later) one differs: state that is stale at first replay, or leaks between replays.
+    With host values, the frozen arguments whose values differ from the capture's lead."""
     draws, fresh = _draws(step, cap.size)
     checks = [replay_check(step, cap, args, step.spec.logits) for args in draws]
     reasons = [f"replay {i + 1}: {reason}" for i, c in enumerate(checks) for reason in c.reasons]
@@ -128,14 +142,19 @@ def _replay_row(step: StepContext, cap: Captured, mechanism: str) -> CaptureRow:
         reasons.insert(0, "the first replay differs from eager, later ones match")
     elif not bad[0] and any(bad[1:]):
         reasons.insert(0, "the first replay matches eager, a later one differs")
+    frozen = host.at_size(cap.size, cap.draw, draws, [not b for b in bad]) \
+        if host is not None and host.hosts and cap.draw is not None else []
+    reasons = stale_reasons(frozen, step.device) + reasons
     lps = [c.logprobs for c in checks if c.logprobs is not None]
-    return _fresh(CaptureRow(
+    row = _fresh(CaptureRow(
         cap.size, mechanism, cap.capture_us, cap.memory_bytes,
         max(c.comparison.max_abs_err for c in checks),
         max(c.comparison.max_rel_err for c in checks),
         Status.FAIL if any(bad) else Status.PASS, reasons, replays=REPLAYS,
         token_agreement=min(lp.token_agreement for lp in lps) if lps else None,
         max_logprob_err=max(lp.max_logprob_err for lp in lps) if lps else None), fresh)
+    row.frozen_values = frozen
+    return row
 
 
 def _pad_rows(step: StepContext, captured: dict[int, Captured], mechanism: str
@@ -181,6 +200,8 @@ def capture_step(step: StepContext, options: CaptureOptions,
 
     advance("tracing with torch.compile")
     clock = _PhaseClock()
+    host = HostValues(step.model, step.spec.path, step.inputs(max(sizes)),
+                      _eager_ops(step, options))
     log = CompileLog(step.backend.compile_backend, step.spec.path)
     trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path,
                         step.dims, log if step.backend.compile_log_in_trace else None)
@@ -189,8 +210,19 @@ def capture_step(step: StepContext, options: CaptureOptions,
                            options.fullgraph, options.fail_on_recompile,
                            str(step.spec.path), phases_s=clock.phases)
     clock.lap("trace")
-    if failure := trace.error_line():  # what cannot be traced cannot be captured
+    failure = None if host.reads else trace.error_line()  # a host read is named below
+    if failure:  # what cannot be traced cannot be captured
         report.rows = failed_rows(sizes, mechanism, [failure])
+        return report
+    report.host_reads = [{"what": r.what, "file": r.site.file if r.site else None,
+                          "line": r.site.line if r.site else None,
+                          "code": r.site.code if r.site else ""} for r in host.reads]
+    if host.reads and (options.graph_mode == "full" or trace.error):
+        # One graph per size cannot hold a value read on the host (nor can a step traced
+        # to pieces whose shapes the value decides): nothing is captured.
+        reads = {(r.site.file, r.site.line) if r.site else None: r for r in host.reads}
+        report.rows = failed_rows(sizes, mechanism, [read_reason(r, step.device)
+                                                     for r in reads.values()])
         return report
     if trace.custom_ops_wrong_meta:
         # A graph compiled from a wrong fake allocates wrong buffers: running it can write
@@ -212,7 +244,8 @@ def capture_step(step: StepContext, options: CaptureOptions,
     by_size = report.captured = {c.size: c for c in captured}
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")
-        report.rows.append(_replay_row(step, by_size[size], mechanism))
+        report.rows.append(_replay_row(step, by_size[size], mechanism, host))
+    report.host_constants = host.constants()
     if pad:
         advance("replaying padded sizes")
         report.rows += _pad_rows(step, by_size, mechanism)
@@ -226,6 +259,14 @@ def capture_step(step: StepContext, options: CaptureOptions,
     clock.lap("replay")
     advance("done")
     return report
+
+
+def _eager_ops(step: StepContext, options: CaptureOptions) -> frozenset[str]:
+    """The ops a piecewise step runs eagerly between its graph pieces; none in full mode."""
+    if options.graph_mode != "piecewise":
+        return frozenset()
+    return frozenset(options.split_ops if options.split_ops is not None
+                     else step.spec.splitting_ops)
 
 
 class _PhaseClock:

@@ -1,6 +1,6 @@
 """Exceptions -> one-line messages and exit codes, in one table for every command (the
-README's exit-code contract): the same failure gets the same code wherever it happens, with
-or without --debug, which only adds the traceback."""
+exit-code contract of docs/contracts.md): the same failure gets the same code wherever it
+happens, with or without --debug, which only adds the traceback."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ from aclcap.cli._errors import err_console, state
 from aclcap.errors import UsageError
 
 # --help's panels, the same in every command. Each help is one short line that fits 80
-# columns uncut (tests/test_help.py); the README says the rest.
+# columns uncut (tests/test_help.py); each command's docs/ page says the rest
+# (tests/test_docs.py).
 INPUTS, CHECKS, GRAPH, RANKS, OUTPUT = "Inputs", "Checks", "Graph mode", "Ranks (--nproc)", \
     "Output"
 

@@ -49,6 +49,9 @@ def check_meta(
     strict: Annotated[bool, typer.Option(
         "--strict", rich_help_panel=CHECKS,
         help="Warnings (a `!` never written) fail too.")] = False,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", rich_help_panel=CHECKS,
+        help="Check every op afresh, not from the result cache.")] = False,
     emit_stubs: Annotated[Path | None, typer.Option(
         "--emit-stubs", metavar="FILE", rich_help_panel=SYNTHESIS,
         help="Write a register_fake stub per op without a meta.")] = None,
@@ -119,17 +122,21 @@ def check_meta(
                              "(MODEL.py)")
         if not model.is_file():
             raise UsageError(f"--samples-from {model}: no such model file")
-    from aclcap import _forkserver
+    from dataclasses import replace
 
-    _forkserver.start()  # the workers' server imports torch while this process does
-    resolved = resolve_device(device)
-    from aclcap.meta.runner import check_meta as run_check
-    from aclcap.meta.stubs import emit_stubs as write_stubs
+    from aclcap import _forkserver
+    from aclcap.meta.result_cache import expect_all_cached
 
     options = CheckMetaOptions(
-        libs=lib or ([] if samples_from else [BUNDLED]), namespaces=namespace, device=resolved,
+        libs=lib or ([] if samples_from else [BUNDLED]), namespaces=namespace, device=device,
         timeout_s=timeout, strict=strict, samples_from=[str(m) for m in samples_from or []],
-        shapes=sizes)
+        shapes=sizes, use_cache=not no_cache)
+    if not (options.use_cache and expect_all_cached(options)) or synthesize or synthesize_cpp:
+        _forkserver.start()  # the workers' server imports torch while this process does
+    options = replace(options, device=resolve_device(device))
+    resolved = options.device
+    from aclcap.meta.runner import check_meta as run_check
+
     with progress_bar() as progress:
         task = progress.add_task("loading op libraries", total=None)
 
@@ -154,6 +161,8 @@ def check_meta(
         write_json(json_path, meta_report.to_document(result, resolved, synthesized))
     console.print(meta_report.render(result, console.width, every))
     console.print(result.summary())
+    if cached := meta_report.cache_line(result):
+        console.print(cached, highlight=False, markup=False)
     if durations := meta_report.durations_line(result, width=console.width):
         console.print(durations, highlight=False, markup=False)
     if fmt == "github" or junit_xml is not None:
@@ -165,6 +174,8 @@ def check_meta(
         for line in meta_report.synthesis_lines(synthesized):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
     if emit_stubs is not None:
+        from aclcap.meta.stubs import emit_stubs as write_stubs  # sympy: only when asked
+
         written = write_stubs(result.ops, str(emit_stubs))
         console.print(f"wrote {len(written)} register_fake stub(s) to {emit_stubs}"
                       + (f": {', '.join(written)}" if written else "")

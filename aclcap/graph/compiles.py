@@ -193,11 +193,17 @@ class CompileLog:
 
 
 def mark_size_dims(args: tuple, dims: list[list[int]], size: int) -> tuple:
-    """Mark each input's size dims dynamic (sizes >= 2: Dynamo specializes 0 and 1)."""
+    """Mark each input's size dims dynamic (sizes >= 2: Dynamo specializes 0 and 1). Where a
+    host list's length is the size (`seq_lens`), the step's graph holds that length as a
+    constant, so the size cannot be dynamic: it is only suggested (`maybe_mark_dynamic`)
+    and Dynamo compiles per size, as a device graph is captured per size anyway."""
+    hosted = any(ds and not isinstance(a, torch.Tensor) for a, ds in zip(args, dims,
+                                                                         strict=False))
+    mark = torch._dynamo.maybe_mark_dynamic if hosted else torch._dynamo.mark_dynamic
     if size >= 2:
         for arg, ds in zip(args, dims, strict=False):
-            for d in ds:
-                torch._dynamo.mark_dynamic(arg, d)
+            for d in ds if isinstance(arg, torch.Tensor) else ():
+                mark(arg, d)
     return args
 
 

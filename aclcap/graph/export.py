@@ -15,6 +15,7 @@ import torch
 from torch.export import Dim
 from torch.utils._sympy.numbers import int_oo
 
+from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, first_line
 
 # What a GraphModule already has: unlifting the exported state onto one (AOTInductor, and
@@ -74,14 +75,18 @@ def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
     """torch.export prints the partial graph to stderr when it fails; the caller reports
     the exception in one line, so that print is dropped. `lifted`: buffers the program
     takes as trailing inputs (`_export_state`)."""
-    dynamic = tuple({d: dim for d in ds} or None for ds in dims) if dim is not None else None
+    # A host value is a constant of the program (frozen, as a device graph freezes it): no
+    # dim of it is dynamic, and a list needs one entry per item to match its structure.
+    dynamic = tuple(({d: dim for d in ds} or None) if isinstance(a, torch.Tensor) else
+                    [None] * len(a) if isinstance(a, (list, tuple)) else None
+                    for a, ds in zip(args, dims, strict=True)) if dim is not None else None
     module = _SafeNames(model, lifted) if lifted else exportable(model)
     if module is not model and dynamic is not None:
         # _SafeNames.forward(*args): the inputs are one tuple; a lifted buffer is static
         dynamic = ((*dynamic, *(None for _ in lifted)),)
     buffers = dict(model.named_buffers())
     with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
-        return torch.export.export(module, tuple(t.clone() for t in args) + tuple(
+        return torch.export.export(module, clone_tensors(tuple(args)) + tuple(
             buffers[name].clone() for name in lifted), dynamic_shapes=dynamic)
 
 
@@ -149,12 +154,14 @@ def _export_state(model: torch.nn.Module, args: tuple, dims: list[list[int]], di
 class SizeRange:
     """Sizes lo..hi (hi None: unbounded) served by one exported program (None: read back
     from the AOTI cache's index, not exported in this run), which takes the model's buffers
-    named in `lifted` after the step's inputs (`_export_state`)."""
+    named in `lifted` after the step's inputs (`_export_state`). `example`: the inputs it
+    was exported on, whose host values the program holds as constants."""
 
     lo: int
     hi: int | None
     program: torch.export.ExportedProgram | None
     lifted: tuple[str, ...] = ()
+    example: tuple | None = None
 
     def covers(self, size: int) -> bool:
         return self.lo <= size and (self.hi is None or size <= self.hi)
@@ -164,14 +171,17 @@ class SizeRange:
             str(self.lo) if self.lo == self.hi else f"{self.lo}-{self.hi}"
 
 
-def _size_range(program: torch.export.ExportedProgram, dims: list[list[int]]
+def _size_range(program: torch.export.ExportedProgram, example: tuple, dims: list[list[int]]
                 ) -> tuple[int, int | None]:
-    """The range of sizes the program accepts: over every size dim of every input, the
-    intersection of torch.export's range constraints (a static dim is its own range)."""
+    """The range of sizes the program accepts: over every size dim of every tensor input,
+    the intersection of torch.export's range constraints (a static dim is its own range).
+    Host values are constants of the program, with no placeholder of their own."""
     user = set(program.graph_signature.user_inputs)
     nodes = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
+    tensor_dims = [ds for a, ds in zip(example, dims, strict=True)
+                   if isinstance(a, torch.Tensor)]
     lo, hi = 1, None
-    for node, ds in zip(nodes, dims, strict=False):
+    for node, ds in zip(nodes, tensor_dims, strict=False):
         for d in ds:
             value = node.meta["val"].shape[d]
             if isinstance(value, int):
@@ -195,10 +205,13 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
     sizes its guards allow: export the largest size left with Dim.AUTO (which refines the
     range from the guards instead of failing), take the sizes that range covers, repeat.
     Raises CaptureError when even that fails."""
+    if any(ds and not isinstance(a, torch.Tensor)
+           for a, ds in zip(inputs(min(sizes)), dims, strict=True)):
+        return _per_size(model, inputs, dims, sizes)
     try:  # at a size >= 2: export specializes a dim whose example is 1
-        program, lifted = _export_state(model, inputs(max(max(sizes), 2)), dims,
-                                        Dim("tokens", min=1))
-        return [SizeRange(1, None, program, lifted)]
+        example = inputs(max(max(sizes), 2))
+        program, lifted = _export_state(model, example, dims, Dim("tokens", min=1))
+        return [SizeRange(1, None, program, lifted, example)]
     except Exception as exc:
         if not is_size_guard(exc):
             raise CaptureError(f"torch.export failed: {first_line(exc)}") from exc
@@ -209,17 +222,34 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
         example = inputs(max(top, 2))
         try:
             program, lifted = _export_state(model, example, dims, Dim.AUTO)
-            lo, hi = _size_range(program, dims)
+            lo, hi = _size_range(program, example, dims)
             if lo == 2 and 1 in left:  # Dim.AUTO starts at 2 (0/1): try to take size 1 too
                 with contextlib.suppress(Exception):
                     (program, lifted), lo = _export_state(
                         model, example, dims, Dim("tokens", min=1, max=hi)), 1
             if not (lo <= top and (hi is None or top <= hi)):  # size 1 alone: export static
-                (program, lifted), lo, hi = _export_state(model, inputs(top), dims, None), \
-                    top, top
+                example = inputs(top)
+                (program, lifted), lo, hi = _export_state(model, example, dims, None), top, top
         except Exception as exc:
             raise CaptureError(f"torch.export failed at size {top} even split by size "
                                f"range: {first_line(exc)}") from exc
-        ranges.append(SizeRange(lo, hi, program, lifted))
+        ranges.append(SizeRange(lo, hi, program, lifted, example))
         left = [s for s in left if not ranges[-1].covers(s)]
     return ranges[::-1]
+
+
+def _per_size(model: torch.nn.Module, inputs: Callable[[int], tuple], dims: list[list[int]],
+              sizes: list[int]) -> list[SizeRange]:
+    """One static program per size, for a step with a host list as long as the size
+    (`seq_lens`): each holds its own size's list as a constant, as a device graph captured
+    at that size does; one program over all sizes would hold one size's list for all."""
+    ranges = []
+    for size in sorted(sizes):
+        example = inputs(size)
+        try:
+            program, lifted = _export_state(model, example, dims, None)
+        except Exception as exc:
+            raise CaptureError(f"torch.export failed at size {size}: {first_line(exc)}") \
+                from exc
+        ranges.append(SizeRange(size, size, program, lifted, example))
+    return ranges

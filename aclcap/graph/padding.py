@@ -19,9 +19,15 @@ def pad_to(args: tuple, dims: list[list[int]], size: int, target: int) -> tuple:
     """Pad every size dim from `size` to `target` by repeating the last token: a padded
     token recomputes and rewrites exactly what the last real one does, so it leaves the KV
     cache as the unpadded step would (vLLM points padded tokens at a pad slot instead; this
-    works for any model without knowing which input is the slot mapping)."""
+    works for any model without knowing which input is the slot mapping). A host list
+    whose length is the size (`seq_lens`) is padded the same way, with its last entry, as
+    a runtime pads the host metadata of a padded batch: the padded tokens repeat the last
+    request's work."""
     padded = []
     for t, ds in zip(args, dims, strict=True):
+        if not isinstance(t, torch.Tensor):
+            padded.append(type(t)([*t, *[t[-1]] * (target - size)]) if ds else t)
+            continue
         for d in ds:
             tail = t.narrow(d, size - 1, 1).expand(*[target - size if i == d else -1
                                                      for i in range(t.dim())])
@@ -34,6 +40,9 @@ def unpad(args: tuple, dims: list[list[int]], size: int) -> tuple:
     """The inverse of pad_to: each size dim cut back to `size`."""
     cut = []
     for t, ds in zip(args, dims, strict=True):
+        if not isinstance(t, torch.Tensor):
+            cut.append(t[:size] if ds else t)
+            continue
         for d in ds:
             t = t.narrow(d, 0, size)
         cut.append(t)

@@ -1,26 +1,21 @@
-"""One step context, built once per run and shared by capture and bench: the model file,
-the module, the device, the dtype, the size dims and the tolerance, and the capture backend.
-Loading, building and probing the size dims happen here and nowhere else."""
+"""Prepare one step, once per run, for capture and bench: parse the options, pick the capture
+backend, load the model file, build the module and probe the size dims. Loading, building and
+probing happen here and nowhere else. This module sits above the backends (it picks one; they
+take the StepContext of graph/backends/base.py), so the dependency runs one way."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
-from aclcap.loading.model_file import (
-    ModelSpec,
-    instantiate_model,
-    load_model_file,
-    make_step_inputs,
-    size_dims,
-)
+from aclcap.graph.backends.base import Backend, StepContext
+from aclcap.graph.compiles import resolve_compile_backend
+from aclcap.loading.model_file import instantiate_model, load_model_file, size_dims
 
 if TYPE_CHECKING:
-    from aclcap.graph.backends.base import Backend
     from aclcap.graph.options import StepOptions
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -45,29 +40,37 @@ def tolerance_for(dtype: torch.dtype, override: dict[str, float] | None) -> dict
     return tol
 
 
-@dataclass
-class StepContext:
-    """Everything a run needs to make, run and capture one model step."""
+def backend_for(device: str, options: StepOptions) -> Backend:
+    """The capture mechanism of a device: aclgraph on npu, cudagraph on cuda, aoti on cpu.
+    `options.compile_backend` (a name or module:function) is what torch.compile uses: on a
+    device, for the step that is captured; on cpu, for the compile that records recompiles.
+    `options.max_autotune` tunes the cpu artifact; a device graph captures what the compile
+    backend makes, so there it is a --compile-backend choice."""
+    compile_backend = options.compile_backend
+    if options.max_autotune and device != "cpu":
+        raise UsageError(f"--max-autotune tunes the cpu backend's AOTI artifact; on {device} "
+                         "choose the compile backend with --compile-backend instead")
 
-    spec: ModelSpec
-    model: torch.nn.Module
-    device: str
-    dtype: torch.dtype
-    dtype_name: str
-    dims: list[list[int]]  # per input, the dims that equal the size
-    tolerance: dict[str, float]
-    backend: Backend
+    chosen = resolve_compile_backend(compile_backend) if compile_backend else None
+    if options.graph_mode == "piecewise":
+        if device != "cpu":
+            raise UsageError(f"--graph-mode piecewise is built for cpu only so far; on {device} "
+                             "capture with --graph-mode full")
+        from aclcap.graph.piecewise.backend import PiecewiseAotiBackend
 
-    def inputs(self, size: int) -> tuple:
-        """Fresh inputs of one step at `size`."""
-        return make_step_inputs(self.spec, size, self.device, self.dtype)
+        return PiecewiseAotiBackend(options)
+    if device == "cpu":
+        from aclcap.graph.backends.aoti import AotiBackend
+
+        return AotiBackend(options, compile_backend=chosen)
+    from aclcap.graph.backends.device import DeviceGraphBackend
+
+    return DeviceGraphBackend(device, compile_backend=chosen)
 
 
 def prepare_step(options: StepOptions) -> StepContext:
     """Parse and resolve the options, load the model file and build the module; bad input
     raises UsageError before any work starts."""
-    from aclcap.graph.backends import backend_for
-
     if options.model is None:
         raise UsageError("no model file given: pass MODEL.py")
     torch_dtype = parse_dtype(options.dtype)

@@ -95,7 +95,7 @@ def load_model_file(path: str | Path) -> ModelSpec:
     for fn in ("build_model", "make_inputs"):
         if not callable(getattr(module, fn, None)):
             raise UsageError(f"model file {path} does not define {fn}() "
-                             f"(see the model-file contract in the README)")
+                             f"(see the model-file contract in docs/contracts.md)")
     # Paths are relative to the model file; anything else is a module name.
     libs = [str(path.parent / lib) if (path.parent / lib).exists() else lib
             for lib in getattr(module, "OP_LIBRARIES", [])]
@@ -141,8 +141,11 @@ def instantiate_model(spec: ModelSpec, device: Any, dtype: Any) -> Any:
 
 
 def make_step_inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tuple:
-    """Call make_inputs and check it returned a tuple of tensors."""
+    """Call make_inputs and check it returned a tuple of tensors and host values (ints,
+    floats, bools and lists of them: aclcap/host_values.py)."""
     import torch
+
+    from aclcap.host_values import is_host_value
 
     try:
         result = spec.make_inputs(size, torch.device(device), dtype)
@@ -151,29 +154,50 @@ def make_step_inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tup
                          f"{last_line(exc)}") from exc
     if isinstance(result, torch.Tensor):
         result = (result,)
-    if not (isinstance(result, (tuple, list)) and all(isinstance(t, torch.Tensor)
-                                                       for t in result)):
-        raise UsageError(f"model file {spec.path}: make_inputs must return a tuple of tensors, "
-                         f"got {type(result).__name__}")
+    if not isinstance(result, (tuple, list)):
+        raise UsageError(f"model file {spec.path}: make_inputs must return a tuple of tensors "
+                         f"and host values, got {type(result).__name__}")
+    for index, value in enumerate(result):
+        if not (isinstance(value, torch.Tensor) or is_host_value(value)):
+            raise UsageError(f"model file {spec.path}: make_inputs({size}) element {index} is "
+                             f"a {type(value).__name__}: return tensors, or host values (int, "
+                             "float, bool, or a flat list of them)")
     return tuple(result)
+
+
+def _grown_dims(path: Path, index: int, a: Any, b: Any) -> list[int]:
+    """The dims of one input that follow the size (called at sizes 3 and 5): a tensor's
+    dims, or [0] for a host list whose length is the size (`seq_lens`, one per token)."""
+    import torch
+
+    if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor) or \
+            isinstance(a, (list, tuple)) != isinstance(b, (list, tuple)):
+        raise UsageError(f"model file {path}: input {index} of make_inputs changes kind "
+                         "with size (a tensor at one size, a host value at another)")
+    if not isinstance(a, torch.Tensor):
+        grows = isinstance(a, (list, tuple)) and len(a) != len(b)
+        if grows and (len(a), len(b)) != (3, 5):
+            raise UsageError(f"model file {path}: host list {index} of make_inputs grows "
+                             "with size but its length is not the size")
+        return [0] if grows else []
+    if a.dim() != b.dim():
+        raise UsageError(f"model file {path}: input {index} of make_inputs changes "
+                         "rank with size")
+    grow = [d for d in range(a.dim()) if a.shape[d] != b.shape[d]]
+    if any((a.shape[d], b.shape[d]) != (3, 5) for d in grow):
+        raise UsageError(f"model file {path}: input {index} of make_inputs has a dim "
+                         "that grows with size but is not equal to size")
+    return grow
 
 
 def size_dims(spec: ModelSpec, device: Any, dtype: Any) -> list[list[int]]:
     """Per input, the dims that equal `size` (found by calling make_inputs at two sizes):
-    those are marked dynamic for export and padded by --pad."""
+    those are marked dynamic for export and padded by --pad; a host list's [0] is its
+    length."""
     small = make_step_inputs(spec, 3, device, dtype)
     large = make_step_inputs(spec, 5, device, dtype)
     if len(small) != len(large):
         raise UsageError(f"model file {spec.path}: make_inputs returns a different number of "
-                         "tensors for different sizes")
-    dims = []
-    for index, (a, b) in enumerate(zip(small, large, strict=True)):
-        if a.dim() != b.dim():
-            raise UsageError(f"model file {spec.path}: input {index} of make_inputs changes "
-                             "rank with size")
-        grow = [d for d in range(a.dim()) if a.shape[d] != b.shape[d]]
-        if any((a.shape[d], b.shape[d]) != (3, 5) for d in grow):
-            raise UsageError(f"model file {spec.path}: input {index} of make_inputs has a dim "
-                             "that grows with size but is not equal to size")
-        dims.append(grow)
-    return dims
+                         "inputs for different sizes")
+    return [_grown_dims(spec.path, i, a, b)
+            for i, (a, b) in enumerate(zip(small, large, strict=True))]

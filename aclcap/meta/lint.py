@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aclcap.errors import UsageError
-from aclcap.meta.lint_rules import HINTS
+from aclcap.lint_rules import HINTS
 from aclcap.meta.lint_types import declared_types, on_a_list, takes_int_sizes
 from aclcap.status import Finding
 

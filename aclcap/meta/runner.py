@@ -9,13 +9,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from aclcap import _forkserver
 from aclcap.errors import UsageError
 from aclcap.loading.libraries import custom_namespaces, load_libraries, registered_namespaces
 from aclcap.meta._process import WorkerProcess
 from aclcap.meta.crashes import crash_outcome
 from aclcap.meta.messages import CheckStart, Error, OpRequest, Result, Start, WorkerRequest
 from aclcap.meta.options import CheckMetaOptions
+from aclcap.meta.registrations import recording
 from aclcap.meta.registry import MetaKind, OpInfo, list_ops
+from aclcap.meta.result_cache import ResultCache
 from aclcap.status import FAILING, Finding, Severity, Status
 
 OPS_PER_WORKER = 4
@@ -38,6 +41,7 @@ class MetaResult:
     sample_sources: list[str] = field(default_factory=list)  # "3 from model.py:33"
     data_dependent: bool = False  # an output size follows the values: runs between graphs
     check_s: float = 0.0  # the worker's time on this op (samples and checks)
+    cached: bool = False  # the row is the result cache's (result_cache.py), not this run's
 
     def to_dict(self) -> dict:
         row = asdict(self)
@@ -51,7 +55,7 @@ class MetaReport:
     results: list[MetaResult]
     namespaces: list[str]
     ops: list[OpInfo] = field(default_factory=list)
-    workers: int = 1  # worker processes side by side (worker_count)
+    workers: int = 1  # worker processes side by side (worker_count); 0: none was needed
     device: str = "cpu"
     strict: bool = False  # --strict: an op with no kernel for the device fails the run too
 
@@ -89,10 +93,14 @@ class MetaReport:
         return 1 if any(r.status in failing for r in self.results) else 0
 
     def slowest(self, count: int = 5) -> list[MetaResult]:
-        """The ops that took the worker longest, slowest first (as pytest --durations):
-        where a library of 60 ops spends check-meta's time."""
-        timed = [r for r in self.results if r.check_s > 0]
+        """The ops that took the worker longest in this run, slowest first (as pytest
+        --durations): where a library of 60 ops spends check-meta's time."""
+        timed = [r for r in self.fresh() if r.check_s > 0]
         return sorted(timed, key=lambda r: r.check_s, reverse=True)[:count]
+
+    def fresh(self) -> list[MetaResult]:
+        """The rows this run made, not read from the result cache."""
+        return [r for r in self.results if not r.cached]
 
     def to_dicts(self) -> list[dict]:
         return [r.to_dict() for r in self.results]
@@ -109,6 +117,7 @@ class _Checked:
     check_s: float = 0.0
     crashed_in: str | None = None  # the step (messages.CheckStart) a crash happened in
     death: str | None = None  # how the worker died there: "crashed (signal 6: SIGABRT)"
+    cached: bool = False  # read from the result cache, not checked in this run
 
 
 def _lib_arg(spec: str) -> str:
@@ -250,11 +259,13 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
                on_done: Callable[[str], None] | None = None) -> MetaReport:
     """Load the libraries, list the ops of the namespaces (default: those the libraries and
     model files registered), and check each; ops with samples (declared, or harvested from
-    the model files) run in the worker, the others are only inspected."""
-    added = load_libraries(options.libs)
+    the model files) run in the worker, the others are only inspected. An op whose key
+    the result cache holds (options.use_cache) takes its row from there instead."""
     models = [str(Path(m).resolve()) for m in options.samples_from]
-    for model in models:
-        added = sorted({*added, *_model_namespaces(model)})
+    with recording():  # the Python kernels' functions, for the cache's keys
+        added = load_libraries(options.libs)
+        for model in models:
+            added = sorted({*added, *_model_namespaces(model)})
     namespaces = options.namespaces or added
     ops = list_ops(namespaces)
     if not ops:
@@ -264,9 +275,8 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
     checkable = [o for o in ops if o.meta_kind not in (MetaKind.MISSING, MetaKind.NO_TENSOR)
                  and not _runs_nowhere(o, options.device)]
     exercised = checkable if models else [o for o in checkable if o.has_samples]
-    if on_start:
-        on_start(len(exercised))
-    checked = run_checks(exercised, replace(options, samples_from=models), namespaces, on_done)
+    options = replace(options, samples_from=models)
+    checked, ran = _run_uncached(exercised, options, namespaces, on_start, on_done)
     results = []
     for o in ops:
         if _runs_nowhere(o, options.device):
@@ -302,6 +312,30 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
         results.append(MetaResult(o.qualname, o.schema, o.kernels, o.meta_source,
                                   outcome.status, outcome.findings, outcome.sample_count,
                                   outcome.sample_sources, outcome.data_dependent,
-                                  outcome.check_s))
-    return MetaReport(results, namespaces, ops, worker_count(len(exercised)), options.device,
-                      options.strict)
+                                  outcome.check_s, outcome.cached))
+    return MetaReport(results, namespaces, ops, worker_count(ran) if ran else 0,
+                      options.device, options.strict)
+
+
+def _run_uncached(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
+                  on_start: Callable[[int], None] | None,
+                  on_done: Callable[[str], None] | None) -> tuple[dict[str, _Checked], int]:
+    """Each op's outcome: the cache's where it holds the op's key, else its worker's (then
+    kept in the cache); and how many ops the workers checked. No worker, nor the server
+    they fork from, starts when the cache answers every op."""
+    cache = ResultCache(options)
+    keys = {o.qualname: cache.key(o) for o in ops}
+    hits = cache.lookup(keys) if options.use_cache else {}
+    checked = {op: _Checked(**fields, cached=True) for op, fields in hits.items()}
+    to_run = [o for o in ops if o.qualname not in checked]
+    if on_start:
+        on_start(len(to_run))
+    if to_run:
+        _forkserver.start()
+        fresh = run_checks(to_run, options, namespaces, on_done)
+        for o in to_run:
+            if o.qualname in fresh:
+                cache.store(o, fresh[o.qualname], keys[o.qualname])
+        checked.update(fresh)
+    cache.finish(spec for spec in options.libs if Path(spec).is_file())
+    return checked, len(to_run)

@@ -26,8 +26,23 @@ def render(result: BenchReport, width: int) -> list[RenderableType]:
     """Everything `aclcap bench` prints about its steps, in order, one renderable a print
     (`--ops` has its own module: it times the bundled ops, not the model)."""
     return [bench_table(result, width),
-            *(line(text) for text in [*bench_lines(result), *floor_lines(result)]),
+            *(line(text) for text in [*bench_lines(result), *floor_lines(result),
+                                      *host_update_lines(result)]),
             *profile.render(result, width)]
+
+
+def host_update_lines(result: BenchReport) -> list[str]:
+    """The step's host values copied into persistent tensors before each replay, beside the
+    replay: what keeping them out of the graph costs per step."""
+    rows = [r for r in result.rows if r.mode == "graph" and r.host_update_us is not None]
+    if not rows:
+        return []
+    parts = [f"size {r.size}: {r.host_update_us:.1f} µs beside a "
+             f"{r.step_median_us:.1f} µs replay ({r.host_update_us / r.step_median_us:.2f}x)"
+             for r in rows]
+    return ["host values updated before each replay (copied into persistent tensors, as "
+            "vLLM keeps attention metadata; an Ascend task update costs more): "
+            + "; ".join(parts)]
 
 
 def to_document(result: BenchReport, ops: list[dict]) -> dict:

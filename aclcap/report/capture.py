@@ -4,6 +4,7 @@ totals, the trace, the cross-rank checks."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
@@ -31,6 +32,7 @@ def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[Re
     """Everything `aclcap capture` prints, in order, one renderable a print."""
     parts: list[RenderableType] = [capture_table(result, per_rank, width)]
     parts += [line(f"[yellow]warning:[/] {escape(text)}") for text in warning_lines(result)]
+    parts += [plain(text) for text in host_value_lines(result)]
     parts.append(line(mechanism_line(result)))
     parts += [plain(text) for text in piecewise_lines(result)]
     if text := totals_line(result):
@@ -53,7 +55,9 @@ def to_document(result: CaptureReport) -> dict:
     return document("capture", result.device, rows, model=result.model_path, dtype=result.dtype,
                     mechanism=result.mechanism, trace=result.trace.to_dict(),
                     backend=result.backend.to_dict(), bisect=result.bisect,
-                    totals=result.totals(), phases_s=result.phases_s)
+                    totals=result.totals(), phases_s=result.phases_s,
+                    frozen_values=[f.to_dict() for f in result.frozen_values()],
+                    host_reads=result.host_reads, host_constants=result.host_constants)
 
 
 def capture_table(result: CaptureReport, per_rank: bool, width: int) -> RenderableType:
@@ -123,6 +127,41 @@ def warning_lines(result: CaptureReport) -> list[str]:
             sizes.setdefault(text, []).append(f"{r.size}{rank}")
     return [f"{'sizes' if len(names) > 1 else 'size'} {', '.join(names)}: {text}"
             for text, names in sizes.items()]
+
+
+def host_value_lines(result: CaptureReport) -> list[str]:
+    """Each host-fed op argument once, with the sizes it was found at: frozen into the
+    graph (stale where this step's value differs and the result with it), or live (its op
+    runs eagerly between graph pieces), or frozen but the same in every draw."""
+    from aclcap.host_values import show  # imports torch: only once a capture has run
+
+    groups: dict[tuple, list] = {}
+    for f in result.frozen_values():
+        groups.setdefault((f.op, f.arg, f.file, f.line, f.frozen), []).append(f)
+    if not groups and not result.host_reads and not result.host_constants:
+        return []
+    lines = ["host values (what a graph holds as captured, and what stays live):"]
+    for entries in groups.values():
+        shown = max(entries, key=lambda f: (f.changes_result, f.captured != f.this_step))
+        sizes = ", ".join(str(f.size) for f in entries)
+        if not shown.frozen:
+            verdict = "live: its op runs eagerly between graph pieces, on this step's values"
+        elif shown.changes_result:
+            verdict = "frozen, and stale: the replay differs from eager"
+        elif shown.captured != shown.this_step:
+            verdict = "frozen; this step's value differs but the result did not change"
+        else:
+            verdict = "frozen; the same in every draw: safe only while callers keep it constant"
+        lines.append(f"  {shown.text()} (size {shown.size}; found at sizes {sizes}): {verdict}")
+    for name, value in result.host_constants.items():
+        lines.append(f"  input {name} = {show(value)} is the same in every draw: frozen into "
+                     "the graph, safe only while callers keep it constant")
+    for read in result.host_reads:
+        where = f" at {Path(read['file']).name}:{read['line']} (`{read['code']}`)" \
+            if read["file"] else ""
+        lines.append(f"  reads tensor data on the host ({read['what']}){where}: a graph break; "
+                     "the value cannot live in a graph")
+    return lines
 
 
 def totals_line(result: CaptureReport) -> str | None:

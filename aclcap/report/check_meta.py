@@ -133,7 +133,7 @@ def durations_line(result: MetaReport, count: int = 5, width: int | None = None)
     slowest = result.slowest(count)
     if not slowest:
         return ""
-    total = sum(r.check_s for r in result.results)
+    total = sum(r.check_s for r in result.fresh())
     workers = f" in {result.workers} workers" if result.workers > 1 else ""
     text = f"slowest ops (of {total:.1f} s checking{workers}): " \
         f"{slowest[0].op} {slowest[0].check_s:.1f} s"
@@ -143,6 +143,13 @@ def durations_line(result: MetaReport, count: int = 5, width: int | None = None)
             break
         text = longer
     return text
+
+
+def cache_line(result: MetaReport) -> str:
+    """How many rows the result cache gave ('' if none): they were not checked again."""
+    cached = sum(r.cached for r in result.results)
+    return f"{cached} row(s) from the result cache (--no-cache checks every op)" if cached \
+        else ""
 
 
 def _narrow(rows: list[MetaResult], title: str, op_width: int) -> Table:

@@ -27,7 +27,7 @@ WIDE = 120  # console columns from which tables show every column under its long
 
 
 def document(command: str, device: str, results: list[dict], **extra: Any) -> dict:
-    """The envelope every `--json` document has (README: machine-readable output)."""
+    """The envelope every `--json` document has (docs/contracts.md: machine-readable output)."""
     import torch
 
     return {"tool": "aclcap", "command": command, "version": aclcap.__version__,

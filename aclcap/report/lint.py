@@ -1,5 +1,5 @@
 """`aclcap check-meta --lint`: its findings as a table, compiler-style text, JSON, SARIF 2.1.0
-or GitHub workflow commands (README: lint output formats)."""
+or GitHub workflow commands (docs/check-meta.md: output formats)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 import aclcap
-from aclcap.meta.lint_rules import HINTS, RULE_IDS, SUMMARIES
+from aclcap.lint_rules import HINTS, RULE_IDS, SUMMARIES
 from aclcap.report.layout import WIDE, document, short_paths, titled
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-import aclcap
+from aclcap import _version
 from aclcap.build import cache_root
 from aclcap.errors import CaptureError, first_line, value_dependent
-from aclcap.graph.backends.base import BackendSummary, Captured
+from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.backends.trace_key import (
     index_path,
     read_index,
@@ -42,7 +42,7 @@ from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.graph.distributed import settle
 from aclcap.graph.export import SizeRange, export_ranges
 from aclcap.graph.options import StepOptions
-from aclcap.graph.step import StepContext
+from aclcap.host_values import host_indices, tensors_of
 from aclcap.loading.libraries import BUILTIN_NAMESPACES, BUNDLED
 from aclcap.loading.model_file import ModelSpec
 
@@ -72,7 +72,7 @@ def _toolchain(factors: dict[str, Any]) -> list[str]:
     CPU's vector ISA (an artifact compiled for AVX512 is not loaded on an AVX2 machine
     sharing the cache: see `load_artifact`) and the options' `cache_factors()`
     (StepOptions.CACHE_IGNORED says why the others stay out)."""
-    return [torch.__version__, aclcap.__version__, torch.backends.cpu.get_cpu_capability(),
+    return [torch.__version__, _version.VERSION, torch.backends.cpu.get_cpu_capability(),
             repr(sorted(factors.items()))]
 
 
@@ -252,7 +252,12 @@ class AotiBackend:
         start = time.perf_counter()
         key = trace_key(log, sizes, _environment(step.spec, self.options.cache_factors())) \
             if log is not None else None
-        index = index_path(self.cache_dir, step.spec.path.stem, key) if key else None
+        # A step with host values is exported every run: its artifacts hold the values of
+        # this run's example draw (what the frozen-value report compares against), which
+        # an artifact indexed by an earlier run's trace would not.
+        hosted = bool(host_indices(step.inputs(min(sizes))))
+        index = index_path(self.cache_dir, step.spec.path.stem, key) if key and not hosted \
+            else None
         loaded = self._load_indexed(index) if index and self.options.use_cache else None
         artifacts: list[dict[str, Any]] = []
         if loaded is not None:
@@ -325,11 +330,16 @@ class AotiBackend:
             t0 = time.perf_counter()
             buffers = dict(step.model.named_buffers())
             replay = _replayer(runner, tuple(buffers[name] for name in size_range.lifted))
-            with torch.no_grad():
-                replay(static)  # first run at this size: what "capture" costs once compiled
+            try:
+                with torch.no_grad():
+                    replay(static)  # first run at this size: what "capture" costs once compiled
+            except Exception as exc:  # a frozen host value a kernel cannot run with, say
+                raise CaptureError(f"size {size}: the artifact's first run failed: "
+                                   f"{first_line(exc)}") from exc
             first_runs += time.perf_counter() - t0
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
-                                     artifact.stat().st_size, replay, static))
+                                     artifact.stat().st_size, replay, static,
+                                     size_range.example))
         self.facts.capture_order = [c.size for c in captured]
         self.phases_s["capture"] = round(first_runs, 3)
         return captured
@@ -375,6 +385,7 @@ def _replayer(loader: Any, state: tuple = ()) -> Callable[[tuple], Any]:
 
     def replay(args: tuple) -> Any:
         settle()  # with --nproc: no gloo work pending that needs the GIL the run holds
-        return unflatten(loader.run([*args, *state]))
+        # Host values are constants of the artifact (frozen at export): only tensors go in.
+        return unflatten(loader.run([*tensors_of(args), *state]))
 
     return replay

@@ -1,4 +1,6 @@
-"""The interface every capture mechanism implements, and what it hands back per size."""
+"""The interface every capture mechanism implements, the step context it captures, and what
+it hands back per size. The context and the interface refer to each other, so they live in one
+module: graph/step.py, which picks a backend, imports this one, never the reverse."""
 
 from __future__ import annotations
 
@@ -6,9 +8,31 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import torch
+
+from aclcap.loading.model_file import ModelSpec, make_step_inputs
+
 if TYPE_CHECKING:
     from aclcap.graph.compiles import CompileLog
-    from aclcap.graph.step import StepContext
+
+
+@dataclass
+class StepContext:
+    """Everything a run needs to make, run and capture one model step (built by
+    graph/step.py's prepare_step)."""
+
+    spec: ModelSpec
+    model: torch.nn.Module
+    device: str
+    dtype: torch.dtype
+    dtype_name: str
+    dims: list[list[int]]  # per input, the dims that equal the size
+    tolerance: dict[str, float]
+    backend: Backend
+
+    def inputs(self, size: int) -> tuple:
+        """Fresh inputs of one step at `size`."""
+        return make_step_inputs(self.spec, size, self.device, self.dtype)
 
 
 @dataclass
@@ -22,6 +46,9 @@ class Captured:
     memory_bytes: int
     replay: Callable[[tuple], Any]
     static_inputs: tuple = ()
+    # The inputs the graph was captured on: its host values (and what the step computed
+    # from them) are frozen in it, and replays on other values are compared against these.
+    draw: tuple | None = None
 
 
 @dataclass

@@ -19,10 +19,10 @@ from typing import Any
 import torch
 
 from aclcap import _compat
+from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, first_line
-from aclcap.graph.backends.base import BackendSummary, Captured
+from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.compiles import CompileLog, mark_size_dims
-from aclcap.graph.step import StepContext
 
 MECHANISMS = {"cuda": "cudagraph", "npu": "aclgraph"}
 # Ascend's eager kernels are what NPUGraph records; inductor targets CUDA.
@@ -83,7 +83,7 @@ class DeviceGraphBackend:
                  log: CompileLog) -> list[int]:
         """Run the compiled step on the side stream (the first call through the compile
         log: that is where a size compiles); which inputs it mutates."""
-        before = [t.clone() for t in static]
+        before = clone_tensors(list(static))
         stream.wait_stream(self.mod.current_stream())
         with torch.no_grad(), self.mod.stream(stream):
             log.call(compiled, size, static)
@@ -92,7 +92,7 @@ class DeviceGraphBackend:
         self.mod.current_stream().wait_stream(stream)
         self.mod.synchronize()
         return [i for i, (a, b) in enumerate(zip(before, static, strict=True))
-                if not torch.equal(a, b)]
+                if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
 
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None,
@@ -139,7 +139,7 @@ class DeviceGraphBackend:
             captured.append(Captured(size, (time.perf_counter() - t0) * 1e6,
                                      self.mod.memory_reserved() - reserved,
                                      _replayer(graph, static, mutated[size], out),
-                                     tuple(static)))
+                                     tuple(static), tuple(static)))
         self.facts.capture_order = [c.size for c in captured]
         return captured
 
@@ -152,7 +152,8 @@ def _replayer(graph: Any, static: tuple, mutated: list[int], out: Any
 
     def replay(args: tuple) -> Any:
         for buffer, arg in zip(static, args, strict=True):
-            if arg.data_ptr() != buffer.data_ptr():
+            # a host value is replayed as captured: the graph holds it (frozen)
+            if isinstance(arg, torch.Tensor) and arg.data_ptr() != buffer.data_ptr():
                 buffer.copy_(arg)
         graph.replay()
         for i in mutated:

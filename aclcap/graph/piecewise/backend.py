@@ -21,7 +21,7 @@ from torch.export import Dim
 
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.aoti import AotiBackend
-from aclcap.graph.backends.base import BackendSummary, Captured
+from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.compiles import CompileLog, mark_size_dims
 from aclcap.graph.options import StepOptions
 from aclcap.graph.piecewise.layout import program_inputs, same_layout
@@ -32,7 +32,7 @@ from aclcap.graph.piecewise.pieces import (
     splitting_ops_inside,
 )
 from aclcap.graph.piecewise.split import Piece, SplitStep, split_graph
-from aclcap.graph.step import StepContext
+from aclcap.host_values import host_indices, input_names
 
 MECHANISM = "aoti-piecewise"
 
@@ -42,8 +42,33 @@ class PiecewiseSummary(BackendSummary):
     piecewise: dict[str, Any] | None = None  # pieces, split ops, per-size graphs
 
 
-def _no_guards(entries: list) -> list[bool]:
-    return [False] * len(entries)
+def _guards_kept(hosted: frozenset[str]) -> Callable[[list], list[bool]]:
+    """Dynamo's guards dropped, but for the length of a host list input (`seq_lens`, one per
+    token): the traced code unpacks it item by item, so each length compiles its own."""
+
+    def keep(entries: list) -> list[bool]:
+        return [e.name in hosted and e.guard_type.endswith("LENGTH") for e in entries]
+
+    return keep
+
+
+def _learn_host_symbols(step: StepContext, size: int) -> None:
+    """Two calls on different draws, under Dynamo's automatic dynamic: an int (or list
+    item) input that changed is traced as a symbol from then on, in every later compile of
+    the step (until Dynamo is reset). The split step then hands a splitting op this step's
+    host values, not the trace's: an op run eagerly between pieces gets them live."""
+    from torch._dynamo import convert_frame, reset_code
+
+    probe = torch.compile(step.model, backend="eager")
+    with torch.no_grad():
+        for _ in range(2):
+            probe(*mark_size_dims(step.inputs(size), step.dims, size))
+    # The probe's compiled code goes (as torch._dynamo.reset_code_caches drops it, without
+    # the automatic-dynamic state that function drops too): the step's first compile is
+    # then a first compile in the compile log, not a backend mismatch.
+    for weak in convert_frame.input_codes.seen + convert_frame.output_codes.seen:
+        if (code := weak()) is not None:
+            reset_code(code)
 
 
 def _dim(size: Any, tokens: Any) -> Any:
@@ -130,8 +155,9 @@ class PiecewiseAotiBackend:
         t0 = time.perf_counter()
         try:
             with torch.no_grad():
-                exported = torch.export.export(gm, tuple(same_layout(a) for a in args),
-                                               dynamic_shapes=_dynamic_shapes(gm))
+                exported = torch.export.export(
+                    gm, tuple(same_layout(a) if isinstance(a, torch.Tensor) else a
+                              for a in args), dynamic_shapes=_dynamic_shapes(gm))
         except Exception as exc:
             raise CaptureError(f"piecewise: torch.export of piece {piece.index} failed: "
                                f"{first_line(exc)}") from exc
@@ -153,8 +179,13 @@ class PiecewiseAotiBackend:
                                else step.spec.splitting_ops)
         self.phases_s = {}
         log = log or CompileLog(self.compile_backend, step.spec.path)
-        compiled = torch.compile(step.model, backend=log.backend,
-                                 options={"guard_filter_fn": _no_guards})
+        example = step.inputs(max(sizes))
+        hosts = host_indices(example)
+        if hosts:
+            _learn_host_symbols(step, max(sizes))
+        names = input_names(step.model, len(example))
+        compiled = torch.compile(step.model, backend=log.backend, options={
+            "guard_filter_fn": _guards_kept(frozenset(names[i] for i in hosts))})
         order = sorted(sizes, reverse=True)
         captured = []
         for size in order:
@@ -174,7 +205,7 @@ class PiecewiseAotiBackend:
             graphs = [p.by_size[size] for p in self.pieces if size in p.by_size]
             captured.append(Captured(size, sum(g.capture_us for g in graphs),
                                      sum(g.memory_bytes for g in graphs),
-                                     _replayer(compiled), static))
+                                     _replayer(compiled), static, static))
         self.facts = PiecewiseSummary(capture_order=order, piecewise=self._facts(order),
                                       artifact_bytes=sum(a["artifact_bytes"]
                                                          for a in self.artifacts),

@@ -113,19 +113,24 @@ class GraphPiece(torch.nn.Module):
         self.single = not isinstance(out, (tuple, list))
 
     def forward(self, *args: Any) -> Any:
-        if any(not isinstance(a, torch.Tensor) for a in args):
-            raise CaptureError(f"piecewise: piece {self.piece.index} takes a non-tensor input "
-                               f"({[type(a).__name__ for a in args]}): aclcap passes tensors only")
-        key = tuple((tuple(a.shape), a.dtype) for a in args)
+        if any(not isinstance(a, (torch.Tensor, int, float, bool)) for a in args):
+            raise CaptureError(f"piecewise: piece {self.piece.index} takes an input that is "
+                               f"neither a tensor nor a host value "
+                               f"({[type(a).__name__ for a in args]})")
+        # A host value (an int the step computed from its host inputs) is a constant of the
+        # piece's artifact, frozen at its compile as a device graph freezes it: only the
+        # tensors are the graph's inputs.
+        tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
+        key = tuple((tuple(a.shape), a.dtype) for a in tensors)
         graph = self.graphs.get(key)
         if graph is None:
             if self.capturing is None:
                 raise CaptureError(f"piecewise: piece {self.piece.index} has no graph for "
-                                   f"input shapes {[list(a.shape) for a in args]}")
+                                   f"input shapes {[list(a.shape) for a in tensors]}")
             graph = self._capture(args)
             self.graphs[key] = self.by_size[self.capturing] = graph
             return self._outputs(graph)
-        return self._outputs(self._replay(graph, args))
+        return self._outputs(self._replay(graph, tensors))
 
     def _outputs(self, graph: PieceGraph) -> Any:
         return graph.outputs[0] if self.single else tuple(graph.outputs)
@@ -135,6 +140,9 @@ class GraphPiece(torch.nn.Module):
             if problems := self.check(self.gm, args):
                 raise CaptureError("; ".join(problems))
             self.compiled = self.compiler(self.piece, self.gm, args)
+            self.sources = [s for s, a in zip(self.sources, args, strict=True)
+                            if isinstance(a, torch.Tensor)]
+        args = tuple(a for a in args if isinstance(a, torch.Tensor))
         # A weight, a step input (the capture's own input buffer, as a full graph's is) or a
         # graph piece's output is its own static buffer, written in place; a splitting op's
         # output is copied, as is a buffer in another layout than the artifact assumes.

@@ -22,8 +22,6 @@ import torch
 from torch.fx.passes.split_module import split_module
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from aclcap.errors import CaptureError
-
 
 def op_name(target: Any) -> str | None:
     """`ns::op` of an op call in an FX graph (a packet or an overload), else None."""
@@ -145,9 +143,8 @@ def _localize_sizes(gm: torch.fx.GraphModule) -> None:
         holder = next(((t, d) for t in placeholders if isinstance(_value(t), torch.Tensor)
                        for d, s in enumerate(_value(t).shape)
                        if isinstance(s, torch.SymInt) and s.node.expr == sym.node.expr), None)
-        if holder is None:
-            raise CaptureError(f"piecewise: the size {sym} is no tensor input's dim, so the "
-                               "pieces cannot read it: pass it as a tensor's size")
+        if holder is None:  # a host value (`seq_lens[0]`), not a size: passed as it is
+            continue
         for user in list(ph.users):
             with graph.inserting_before(user):
                 size = graph.call_function(torch.ops.aten.sym_size.int, holder)

@@ -1,5 +1,6 @@
 """The lint's rules: each one's name, stable id, one-line description and fix. Apart from
-meta/lint.py (which needs tree-sitter) so that findings and reports read ids cheaply."""
+meta/lint.py (which needs tree-sitter), and in the bottom layer, so that findings
+(status.py) and reports read ids cheaply without importing meta/."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ HINTS = {
     ".tolist()": _DATA_DEPENDENT,
     "int(size)": "keep sizes symbolic: use the SymInt itself, not int()",
 }
-# Stable rule ids (README: lint rules), the code SARIF, GitHub annotations and the text
+# Stable rule ids (docs/check-meta.md: lint rules), the code SARIF, GitHub annotations and the text
 # format print: a rule's name may be reworded, its id never changes. 1xx: C++, 2xx: Python.
 RULE_IDS = {
     "size()": "ACL101",
@@ -34,7 +35,7 @@ RULE_IDS = {
     "int(size)": "ACL203",
 }
 
-# What each rule finds, in a line: SARIF's shortDescription and the README's rule table.
+# What each rule finds, in a line: SARIF's shortDescription and docs/check-meta.md's rule table.
 SUMMARIES = {
     "size()": "a meta impl reads a dim as an int64_t with size(i)",
     "sizes()": "a meta impl reads every dim as int64_t with sizes()",

@@ -1,0 +1,166 @@
+"""Where a step's host values meet its ops: every op argument that is a host value (an int,
+a float, a list of them: `seq_lens`, a slice end, a scale) and every read of tensor data on
+the host (`.tolist()`, `.item()`, `int(t)`), each with its model-file line. A device graph
+replays its kernels with the arguments they were captured with, so these are what a graph
+freezes.
+
+Recorded by running the step eagerly under a dispatch mode (op calls) and a function mode
+(host reads): torch has no record of where an op argument came from, and neither
+torch._dynamo.explain nor torch.export says which argument a constant fed. Two draws of the
+same size tell host-derived arguments apart from ones fixed by the step's shapes: only
+those can differ between them. Never used around a compiled call (a mode makes Dynamo run
+eagerly)."""
+
+from __future__ import annotations
+
+import linecache
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aclcap._tensors import clone_tensors
+from aclcap.graph.piecewise.split import Site
+from aclcap.host_values import is_host_value
+
+# Tensor methods that copy tensor data into a Python value: on a device, a sync that a
+# capture refuses; on host memory, a value the graph freezes.
+_READS = {torch.Tensor.tolist: "tolist()", torch.Tensor.item: "item()",
+          torch.Tensor.__int__: "int()", torch.Tensor.__float__: "float()",
+          torch.Tensor.__bool__: "bool()", torch.Tensor.__index__: "an index"}
+# Tensors made from Python data inside the step (`torch.tensor(seq_lens)`): their values
+# are constants of a graph too.
+_FROM_DATA = {"aten::lift_fresh", "aten::lift_fresh_copy"}
+_DATA_LIMIT = 1024  # elements of such a tensor kept for comparison
+
+
+@dataclass
+class OpCall:
+    """One op call and its host-valued arguments, by schema name."""
+
+    op: str  # ns::name, the overload left out (as the user wrote it)
+    args: dict[str, Any]
+    site: Site | None
+
+
+@dataclass
+class HostRead:
+    what: str  # "tolist()", "item()", ...
+    site: Site | None
+    value: Any
+
+
+@dataclass
+class StepRecord:
+    calls: list[OpCall] = field(default_factory=list)
+    reads: list[HostRead] = field(default_factory=list)
+
+
+_LIBRARIES = (str(Path(torch.__file__).parent) + "/", str(Path(__file__).parents[1]) + "/")
+
+
+def _site(model_file: Path | None) -> Site | None:
+    """The innermost frame of the model file on the stack (else the innermost frame outside
+    torch and aclcap, a module the model file imports): the line the user wrote."""
+    frame = sys._getframe(2)
+    fallback = None
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if model_file is not None and name == str(model_file):
+            return Site(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
+        if fallback is None and not name.startswith(("<", *_LIBRARIES)):
+            fallback = Site(name, frame.f_lineno,
+                            linecache.getline(name, frame.f_lineno).strip())
+        frame = frame.f_back
+    return fallback
+
+
+def _host_args(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    schema = func._schema
+    values: dict[str, Any] = {}
+    for i, arg in enumerate(schema.arguments):
+        value = kwargs.get(arg.name, args[i] if i < len(args) else None)
+        if value is not None and not isinstance(value, torch.Tensor) and is_host_value(value):
+            values[arg.name] = list(value) if isinstance(value, tuple) else value
+    return values
+
+
+class _Recorder(TorchDispatchMode):
+    """Op calls with their host-valued arguments; a kernel's own inner calls and host reads
+    (a Python kernel reading its tensor arguments) are the kernel's, not the step's."""
+
+    def __init__(self, record: StepRecord, model_file: Path | None) -> None:
+        super().__init__()
+        self.record, self.model_file = record, model_file
+        self.inside = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        kwargs = kwargs or {}
+        name = func._schema.name
+        values = _host_args(func, args, kwargs)
+        site = _site(self.model_file) if values or name in _FROM_DATA else None
+        self.inside += 1
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            self.inside -= 1
+        if name in _FROM_DATA and isinstance(out, torch.Tensor) \
+                and out.numel() <= _DATA_LIMIT:
+            name, values = "torch.tensor", {"data": out.tolist()}
+        if values:
+            self.record.calls.append(OpCall(name, values, site))
+        return out
+
+
+class _Reads(TorchFunctionMode):
+    def __init__(self, record: StepRecord, recorder: _Recorder) -> None:
+        super().__init__()
+        self.record, self.recorder = record, recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        what = _READS.get(func)
+        if what is not None and not self.recorder.inside:
+            self.record.reads.append(HostRead(what, _site(self.recorder.model_file), out))
+        return out
+
+
+def record_step(model: torch.nn.Module, args: tuple, model_file: Path | None) -> StepRecord:
+    """Run the step eagerly on a copy of `args` and record its host values' uses. The
+    model's buffers are put back as they were (a KV cache it owns is written)."""
+    record = StepRecord()
+    resolved = model_file.resolve() if model_file is not None else None
+    buffers = dict(model.named_buffers())
+    before = {name: b.clone() for name, b in buffers.items()}
+    recorder = _Recorder(record, resolved)
+    try:
+        with torch.no_grad(), recorder, _Reads(record, recorder):
+            model(*clone_tensors(args))
+    finally:
+        for name, b in buffers.items():
+            b.copy_(before[name])
+    return record
+
+
+def aligned(first: list[OpCall], second: list[OpCall]) -> list[tuple[OpCall, OpCall]]:
+    """Pairs of the same call in two records: by position where both called the same ops
+    in the same order, else by each op's n-th call."""
+    if [c.op for c in first] == [c.op for c in second]:
+        return list(zip(first, second, strict=True))
+    nth: dict[tuple[str, int], OpCall] = {}
+    counts: dict[str, int] = {}
+    for call in second:
+        counts[call.op] = counts.get(call.op, 0) + 1
+        nth[(call.op, counts[call.op])] = call
+    pairs, counts = [], {}
+    for call in first:
+        counts[call.op] = counts.get(call.op, 0) + 1
+        if (match := nth.get((call.op, counts[call.op]))) is not None:
+            pairs.append((call, match))
+    return pairs

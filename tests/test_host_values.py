@@ -1,0 +1,126 @@
+"""Host values in a captured step (ints, floats, lists beside tensors): accepted, padded,
+every value a graph freezes named with its op, argument and line, staleness proven on a
+second draw, and a value consumed only by a splitting op told apart as live."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aclcap.errors import UsageError
+from tests.conftest import ROOT, aclcap
+
+MODELS = ROOT / "tests" / "models"
+HOST_LIST = ROOT / "examples" / "host_seq_lens.py"
+TENSOR_LIST = ROOT / "examples" / "tensor_seq_lens.py"
+FROZEN_KEYS = {"size", "op", "arg", "file", "line", "code", "source", "captured", "this_step",
+               "changes_result", "frozen"}
+
+
+def _spec(path):
+    from aclcap.loading.model_file import load_model_file
+
+    return load_model_file(path)
+
+
+def test_make_inputs_takes_host_values_and_names_a_bad_element(tmp_path):
+    from aclcap.loading.model_file import make_step_inputs, size_dims
+
+    spec = _spec(HOST_LIST)
+    args = make_step_inputs(spec, 3, "cpu", torch.float32)
+    assert isinstance(args[3], list) and len(args[3]) == 3
+    assert size_dims(spec, "cpu", torch.float32)[3] == [0]  # the list's length is the size
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\ndef build_model(d, t): return torch.nn.Identity()\n"
+                   "def make_inputs(s, d, t): return torch.ones(s), {'seq_lens': [1]}\n")
+    with pytest.raises(UsageError, match=r"element 1 is a dict: return tensors, or host values"):
+        make_step_inputs(_spec(bad), 2, "cpu", torch.float32)
+
+
+def test_padding_repeats_the_last_entry_of_a_host_list():
+    from aclcap.graph.padding import pad_to, unpad
+
+    args = (torch.arange(3.0)[:, None], [5, 6, 7], 0.5)
+    padded = pad_to(args, [[0], [0], []], 3, 5)
+    assert padded[1] == [5, 6, 7, 7, 7] and padded[2] == 0.5
+    assert padded[0][:, 0].tolist() == [0, 1, 2, 2, 2]
+    assert unpad(padded, [[0], [0], []], 3)[1] == [5, 6, 7]
+
+
+class _Scaled(torch.nn.Module):
+    def forward(self, x, scale, lengths):
+        return torch.ops.aten.mul.Scalar(x, scale) + torch.tensor(lengths)[:, None]
+
+
+def test_frozen_argument_named_with_capture_and_step_values():
+    from aclcap.capture.frozen import HostValues
+
+    model, here = _Scaled(), ROOT / "tests" / "test_host_values.py"
+    draw = [(torch.ones(2, 3), s, [1, 2]) for s in (2.0, 3.0, 4.0)]
+    host = HostValues(model, here, draw[0])
+    found = host.at_size(2, draw[0], draw[1:], [False, True])
+    mul = next(f for f in found if f.op == "aten::mul")
+    assert (mul.arg, mul.captured, mul.this_step, mul.source) == ("other", 2.0, 3.0,
+                                                                  "input scale")
+    assert mul.changes_result and mul.frozen and mul.line == 52  # the line of the mul call
+    same = next(f for f in found if f.op == "torch.tensor")
+    assert same.captured == same.this_step == [1, 2] and not same.changes_result
+    assert host.constants() == {"lengths": [1, 2]}  # the note: the same in every draw
+
+
+def test_host_read_found_and_a_kernels_own_read_is_not():
+    from aclcap.capture.host_uses import record_step
+
+    spec = _spec(MODELS / "host_read.py")
+    model = spec.build_model(torch.device("cpu"), torch.float32)
+    (read,) = record_step(model, spec.make_inputs(4, "cpu", torch.float32), spec.path).reads
+    assert (read.what, read.site.line, read.site.code) == ("tolist()", 9,
+                                                           "sizes = lengths.tolist()")
+    tensor = _spec(TENSOR_LIST)  # its kernel reads the lengths tensor: inside the op
+    model = tensor.build_model(torch.device("cpu"), torch.float32)
+    assert not record_step(model, tensor.make_inputs(2, "cpu", torch.float32),
+                           tensor.path).reads
+
+
+def test_host_read_fails_full_capture_with_the_fix(tmp_path):
+    run = aclcap("capture", str(MODELS / "host_read.py"), "--shapes", "2,4", "--json", "-")
+    assert run.code == 1
+    doc = run.json()
+    reason = doc["results"][0]["reasons"][0]
+    assert reason.startswith("reads tensor data on the host (tolist()) at host_read.py:9")
+    assert "cannot live in a graph" in reason and "take it as a Tensor argument" in reason
+    assert doc["host_reads"] == [{"what": "tolist()", "file": str(MODELS / "host_read.py"),
+                                  "line": 9, "code": "sizes = lengths.tolist()"}]
+
+
+def test_host_list_example_frozen_in_full_mode_live_in_piecewise():
+    full = aclcap("capture", str(HOST_LIST), "--shapes", "2", "--json", "-")
+    assert full.code == 1
+    doc = full.json()
+    (frozen,) = doc["frozen_values"]
+    assert set(frozen) == FROZEN_KEYS
+    assert (frozen["op"], frozen["arg"], frozen["source"]) == (
+        "aclcap_example::attention_host_lens", "seq_lens", "input seq_lens")
+    assert frozen["file"].endswith("decode_math.py") and frozen["frozen"]
+    assert frozen["changes_result"] and frozen["captured"] != frozen["this_step"]
+    reason = doc["results"][0]["reasons"][0]
+    assert reason.startswith("frozen at capture: aclcap_example::attention_host_lens(seq_lens)"
+                             f" at decode_math.py:{frozen['line']}, from input seq_lens: "
+                             f"captured {frozen['captured']}")
+
+    piecewise = aclcap("capture", str(HOST_LIST), "--shapes", "2,4", "--pad",
+                       "--graph-mode", "piecewise", "--json", "-")
+    assert piecewise.code == 0, piecewise.stdout
+    doc = piecewise.json()
+    assert [(r["size"], r["padded_to"], r["status"]) for r in doc["results"]] == [
+        (2, None, "pass"), (3, 4, "pass"), (4, None, "pass")]
+    assert doc["frozen_values"] and not any(f["frozen"] for f in doc["frozen_values"])
+    assert "live: its op runs eagerly between graph pieces" in " ".join(piecewise.stderr.split())
+
+
+def test_tensor_lengths_pass_both_modes():
+    for mode in ("full", "piecewise"):
+        run = aclcap("capture", str(TENSOR_LIST), "--shapes", "2,4", "--graph-mode", mode,
+                     "--json", "-")
+        assert run.code == 0, run.stdout
+        assert run.json()["frozen_values"] == []
