@@ -83,7 +83,7 @@ def capture_rank(info: RankInfo, options: CaptureOptions) -> RankCapture:
                          "process group: with --nproc every rank must use torch.distributed "
                          "(functional collectives); run it without --nproc")
     if mismatch := first_mismatch(everyone):
-        from aclcap.capture.trace import TraceReport
+        from aclcap.capture.trace_report import TraceReport
 
         report = CaptureReport(step.spec.name, step.device, options.dtype,
                                step.backend.mechanism,

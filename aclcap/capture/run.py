@@ -8,16 +8,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from aclcap.capture import trace_cache
 from aclcap.capture.fresh import STALE_INPUTS, inputs_are_fresh
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
 from aclcap.capture.replay import replay_check
-from aclcap.capture.trace import TraceReport, located, trace_model
+from aclcap.capture.trace_report import TraceReport
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import Compile, CompileLog
 from aclcap.graph.padding import padded_sizes
 from aclcap.graph.step import StepContext, prepare_step
+from aclcap.host_values import host_indices
 from aclcap.status import Status
 
 REPLAYS = 2  # a graph must match eager on every replay, not only the first
@@ -76,6 +78,8 @@ class CaptureReport:
     phases_s: dict[str, float] = field(default_factory=dict)
     # Reads of tensor data on the host inside the step (capture/host_uses.py).
     host_reads: list[dict[str, Any]] = field(default_factory=list)
+    # Where the trace came from capture's trace cache: {hit, taken} (capture/trace_cache.py).
+    trace_cache: dict[str, Any] | None = None
     # Host inputs the same in every draw, by name: frozen, safe while callers keep them so.
     host_constants: dict[str, Any] = field(default_factory=dict)
 
@@ -185,8 +189,11 @@ def run_capture(options: CaptureOptions,
 
 
 def capture_step(step: StepContext, options: CaptureOptions,
-                 on_progress: Callable[[str, int, int], None] | None = None) -> CaptureReport:
-    """Trace, capture, replay and compare one prepared step (one rank's, with --nproc)."""
+                 on_progress: Callable[[str, int, int], None] | None = None,
+                 cached_trace: bool = True) -> CaptureReport:
+    """Trace, capture, replay and compare one prepared step (one rank's, with --nproc).
+    A run on a cached trace that fails is run again from a fresh trace before its verdict:
+    what the cache key cannot see (a step that reads its environment) never fails a step."""
     pad, bisect = options.pad, options.bisect
     sizes = sorted(set(options.shapes or step.spec.shapes))
     total = 1 + 2 * len(sizes) + pad + bisect
@@ -200,24 +207,36 @@ def capture_step(step: StepContext, options: CaptureOptions,
 
     advance("tracing with torch.compile")
     clock = _PhaseClock()
-    host = HostValues(step.model, step.spec.path, step.inputs(max(sizes)),
-                      _eager_ops(step, options))
+    example = step.inputs(max(sizes))
+    key = trace_cache.capture_key(step, options, sizes, bool(host_indices(example)))
+    hit = trace_cache.load(key) if key and cached_trace else None
+    host = None if hit else HostValues(step.model, step.spec.path, example,
+                                       _eager_ops(step, options))
     log = CompileLog(step.backend.compile_backend, step.spec.path)
-    trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path,
-                        step.dims, log if step.backend.compile_log_in_trace else None)
+    if hit:  # nothing the trace depends on changed: its report, its compiles, its artifacts
+        trace = hit.trace
+        log.compiles = list(trace.recompiles)
+        step.backend.index_key = hit.index_key  # type: ignore[attr-defined]
+    else:
+        from aclcap.capture.trace import trace_model  # Dynamo and the fake checks
+
+        trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path,
+                            step.dims, log if step.backend.compile_log_in_trace else None)
     mechanism = step.backend.mechanism
     report = CaptureReport(step.spec.name, step.device, step.dtype_name, mechanism, [], trace,
                            options.fullgraph, options.fail_on_recompile,
-                           str(step.spec.path), phases_s=clock.phases)
+                           str(step.spec.path), phases_s=clock.phases,
+                           trace_cache=trace_cache.as_dict(hit))
     clock.lap("trace")
-    failure = None if host.reads else trace.error_line()  # a host read is named below
+    reads = host.reads if host else []
+    failure = None if reads else trace.error_line()  # a host read is named below
     if failure:  # what cannot be traced cannot be captured
         report.rows = failed_rows(sizes, mechanism, [failure])
         return report
     report.host_reads = [{"what": r.what, "file": r.site.file if r.site else None,
                           "line": r.site.line if r.site else None,
-                          "code": r.site.code if r.site else ""} for r in host.reads]
-    if host.reads and (options.graph_mode == "full" or trace.error):
+                          "code": r.site.code if r.site else ""} for r in reads]
+    if host and host.reads and (options.graph_mode == "full" or trace.error):
         # One graph per size cannot hold a value read on the host (nor can a step traced
         # to pieces whose shapes the value decides): nothing is captured.
         reads = {(r.site.file, r.site.line) if r.site else None: r for r in host.reads}
@@ -235,6 +254,8 @@ def capture_step(step: StepContext, options: CaptureOptions,
         captured = step.backend.capture(
             step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"), log=log)
     except CaptureError as exc:
+        from aclcap.capture.trace import located
+
         report.rows = failed_rows(sizes, mechanism, [located(exc, step.spec.path)])
         return report
     finally:
@@ -245,7 +266,9 @@ def capture_step(step: StepContext, options: CaptureOptions,
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")
         report.rows.append(_replay_row(step, by_size[size], mechanism, host))
-    report.host_constants = host.constants()
+    report.host_constants = host.constants() if host else {}
+    if key and not hit and (index_key := getattr(step.backend, "index_key", None)):
+        trace_cache.store(key, trace, index_key)
     if pad:
         advance("replaying padded sizes")
         report.rows += _pad_rows(step, by_size, mechanism)
@@ -257,6 +280,9 @@ def capture_step(step: StepContext, options: CaptureOptions,
         failing = next(r for r in report.rows if r.status == Status.FAIL)
         report.bisect = first_diverging_node(step, step.inputs(failing.padded_to or failing.size))
     clock.lap("replay")
+    if hit and report.exit_code:
+        step.backend.index_key = None  # type: ignore[attr-defined]
+        return capture_step(step, options, on_progress, cached_trace=False)
     advance("done")
     return report
 

@@ -8,55 +8,20 @@ so the step is traced once, not once to explain and again to log the compiles.""
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from aclcap._tensors import clone_tensors
+from aclcap.capture.trace_report import GraphBreak, TraceReport
 from aclcap.errors import first_line, first_text_line, innermost, summary
-from aclcap.graph.compiles import Compile, CompileLog, compile_over_sizes
+from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.loading.libraries import BUILTIN_NAMESPACES
 from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.observe import RecordedCall
 from aclcap.meta.recorder import CallRecorder
 from aclcap.meta.registry import MetaKind, list_ops, resolve_overload
-
-
-@dataclass
-class GraphBreak:
-    reason: str
-    file: str
-    line: int
-
-
-@dataclass
-class TraceReport:
-    graph_count: int
-    graph_breaks: list[GraphBreak] = field(default_factory=list)
-    ops_per_graph: list[int] = field(default_factory=list)
-    custom_ops_in_graph: list[str] = field(default_factory=list)
-    custom_ops_outside_graph: list[dict[str, str]] = field(default_factory=list)
-    custom_ops_wrong_meta: list[dict[str, Any]] = field(default_factory=list)
-    # A hard tracing failure (torch.compile raised, not graph-broke): op, file, line, reason.
-    error: dict[str, Any] | None = None
-    # Every compile across the capture sizes, in capture order (the first, then recompiles).
-    recompiles: list[Compile] = field(default_factory=list)
-
-    def error_line(self) -> str | None:
-        """The failure in one line, with the op, the model line and what to run next."""
-        if self.error is None:
-            return None
-        e = self.error
-        op = f"{e['op']} " if e["op"] else ""
-        where = f" at {Path(e['file']).name}:{e['line']}" if e["line"] else ""
-        ns = e["op"].split("::")[0] if e["op"] else "NS"
-        return (f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}; run "
-                f"`aclcap check-meta --namespace {ns}` with samples for it")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _custom_name(target: Any) -> str | None:

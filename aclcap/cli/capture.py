@@ -67,7 +67,7 @@ def capture(
     max_autotune: MaxAutotuneOpt = False,
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", rich_help_panel=GRAPH,
-        help="cpu: compile the AOTI artifact afresh.")] = False,
+        help="cpu: trace and compile afresh, not from the caches.")] = False,
     nproc: NprocOpt = None,
     oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,

@@ -133,8 +133,7 @@ class CompileLog:
     that compiled: pass `log.backend` to torch.compile and make calls through `log.call`."""
 
     def __init__(self, backend: Any, model_file: Path | None = None) -> None:
-        self.inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) \
-            else backend
+        self.named = backend  # looked up when Dynamo first hands it a graph (`backend`)
         self.runs_eagerly = backend == "eager"  # the graphs run as they are: no codegen
         self.model_file = model_file
         self.compiles: list[Compile] = []
@@ -155,7 +154,9 @@ class CompileLog:
         guards = [str(g.expr) for g in env.guards] + \
             [f"{s} in {r}" for s, r in sorted(env.var_to_range.items(), key=str)] if env else []
         self._graphs.append((LoggedGraph(gm, state, guards), _dynamic_dims(gm)))
-        return self.inner(gm, example_inputs)
+        inner = torch._dynamo.lookup_backend(self.named) if isinstance(self.named, str) \
+            else self.named
+        return inner(gm, example_inputs)
 
     def call(self, fn: Callable, size: int, args: tuple) -> Any:
         """Call `fn(*args)` at `size` and record a compile if it made one."""

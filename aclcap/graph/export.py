@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.export import Dim
-from torch.utils._sympy.numbers import int_oo
 
 from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, first_line
@@ -93,6 +91,8 @@ def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
 def export_step(model: torch.nn.Module, args: tuple, dims: list[list[int]]
                 ) -> torch.export.ExportedProgram:
     """Export with one Dim (sizes 1 and up) for all size dims."""
+    from torch.export import Dim  # torch.export and sympy: only where a step is exported
+
     return _export(model, args, dims, Dim("tokens", min=1))
 
 
@@ -176,6 +176,8 @@ def _size_range(program: torch.export.ExportedProgram, example: tuple, dims: lis
     """The range of sizes the program accepts: over every size dim of every tensor input,
     the intersection of torch.export's range constraints (a static dim is its own range).
     Host values are constants of the program, with no placeholder of their own."""
+    from torch.utils._sympy.numbers import int_oo
+
     user = set(program.graph_signature.user_inputs)
     nodes = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
     tensor_dims = [ds for a, ds in zip(example, dims, strict=True)
@@ -205,6 +207,8 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
     sizes its guards allow: export the largest size left with Dim.AUTO (which refines the
     range from the guards instead of failing), take the sizes that range covers, repeat.
     Raises CaptureError when even that fails."""
+    from torch.export import Dim
+
     if any(ds and not isinstance(a, torch.Tensor)
            for a, ds in zip(inputs(min(sizes)), dims, strict=True)):
         return _per_size(model, inputs, dims, sizes)

@@ -5,6 +5,7 @@ take the StepContext of graph/backends/base.py), so the dependency runs one way.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import torch
@@ -76,7 +77,9 @@ def prepare_step(options: StepOptions) -> StepContext:
     torch_dtype = parse_dtype(options.dtype)
     resolved = resolve_device(options.device)
     backend = backend_for(resolved, options)
-    torch._dynamo.reset()  # each run compiles afresh: no guards or caches of an earlier one
+    if "torch._dynamo" in sys.modules:  # each run compiles afresh: no earlier guard or cache
+        torch._dynamo.reset()  # (not imported yet: nothing to reset, and a warm capture
+        # that finds its trace cached never needs Dynamo: 0.5 s of imports saved)
     spec = load_model_file(options.model)
     model = instantiate_model(spec, resolved, torch_dtype)
     return StepContext(spec, model, resolved, torch_dtype, options.dtype,

@@ -57,7 +57,8 @@ def to_document(result: CaptureReport) -> dict:
                     backend=result.backend.to_dict(), bisect=result.bisect,
                     totals=result.totals(), phases_s=result.phases_s,
                     frozen_values=[f.to_dict() for f in result.frozen_values()],
-                    host_reads=result.host_reads, host_constants=result.host_constants)
+                    host_reads=result.host_reads, host_constants=result.host_constants,
+                    trace_cache=result.trace_cache)
 
 
 def capture_table(result: CaptureReport, per_rank: bool, width: int) -> RenderableType:
@@ -240,8 +241,10 @@ def piecewise_lines(result: CaptureReport) -> list[str]:
 
 def trace_lines(result: CaptureReport) -> list[str]:
     trace = result.trace
+    cached = f" (from the cache: traced {result.trace_cache['taken']}, nothing it depends " \
+        "on changed since; --no-cache traces again)" if result.trace_cache else ""
     lines = [f"trace: {trace.graph_count} graph(s), {len(trace.graph_breaks)} graph break(s), "
-             f"ops per graph {trace.ops_per_graph}"]
+             f"ops per graph {trace.ops_per_graph}{cached}"]
     if failure := trace.error_line():
         lines.append(f"  {failure}")
     for br in trace.graph_breaks:

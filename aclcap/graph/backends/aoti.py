@@ -51,7 +51,7 @@ def default_cache_dir() -> Path:
     return cache_root() / "aoti"
 
 
-def _library_fingerprint(spec: ModelSpec) -> str:
+def library_fingerprint(spec: ModelSpec) -> str:
     """What the artifact calls into: the op libraries' files (the bundled one's stamp)."""
     parts = []
     for lib in spec.op_libraries:
@@ -79,7 +79,7 @@ def _toolchain(factors: dict[str, Any]) -> list[str]:
 def _environment(spec: ModelSpec, factors: dict[str, Any]) -> list[str]:
     """The trace key's environment: the toolchain and the op libraries' files, which stand
     in there for the fakes the traced graphs saw (see `_custom_op_calls`)."""
-    return [*_toolchain(factors), _library_fingerprint(spec)]
+    return [*_toolchain(factors), library_fingerprint(spec)]
 
 
 def _fake_facts(value: Any) -> str:
@@ -163,6 +163,10 @@ class AotiBackend:
         # Artifacts this run has compiled or loaded, by program key: a program met again
         # (the pieces of identical layers) reuses its artifact, even under --no-cache.
         self._compiled: dict[str, Path] = {}
+        # The trace key whose index names the artifacts: given by a cached trace (capture's
+        # trace cache), else set by the capture that wrote or read the index; None where
+        # the artifacts are not indexed.
+        self.index_key: str | None = None
 
     def summary(self) -> BackendSummary:
         return replace(self.facts, compile_backend=str(self.compile_backend),
@@ -250,8 +254,8 @@ class AotiBackend:
         an earlier run, straight from the cache; else export (seconds), one program per
         guard range of sizes, then an artifact each, cached or compiled."""
         start = time.perf_counter()
-        key = trace_key(log, sizes, _environment(step.spec, self.options.cache_factors())) \
-            if log is not None else None
+        key = self.index_key or (trace_key(log, sizes, _environment(
+            step.spec, self.options.cache_factors())) if log is not None else None)
         # A step with host values is exported every run: its artifacts hold the values of
         # this run's example draw (what the frozen-value report compares against), which
         # an artifact indexed by an earlier run's trace would not.
@@ -279,6 +283,9 @@ class AotiBackend:
             # loading it from the index would skip loading this program's weights in.
             if index is not None and not any(a.get("weights_loaded") for a in artifacts):
                 write_index(index, [(r, artifact) for r, _, artifact in loaded])
+            elif index is not None:
+                index = None  # not indexed: no later run finds these artifacts by it
+        self.index_key = key if index is not None else None
         notes = [a["cache_note"] for a in artifacts if "cache_note" in a]
         self.phases_s["compile_or_load"] = round(
             time.perf_counter() - start - self.phases_s["export"], 3)
