@@ -19,47 +19,37 @@ namespace {
 template <typename T>
 float dot(const float* q, const T* k, int64_t n) {
   fVec acc0(0.f), acc1(0.f);
-  int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk) {
-    fVec ka, kb;
-    load_chunk(k + i, ka, kb);
-    acc0 = at::vec::fmadd(fVec::loadu(q + i), ka, acc0);
-    acc1 = at::vec::fmadd(fVec::loadu(q + i + fVec::size()), kb, acc1);
-  }
-  float sum = at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc0 + acc1);
-  for (; i < n; ++i) {
-    sum += q[i] * static_cast<float>(k[i]);
-  }
-  return sum;
+  for_chunks(n, [&](int64_t i, int64_t count) {
+    fVec qa, qb, ka, kb;
+    load_chunk(q + i, qa, qb, count);
+    load_chunk(k + i, ka, kb, count);
+    acc0 = at::vec::fmadd(qa, ka, acc0);
+    acc1 = at::vec::fmadd(qb, kb, acc1);
+  });
+  return at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc0 + acc1);
 }
 
 // acc += p * v over one head.
 template <typename T>
 void axpy(float* acc, float p, const T* v, int64_t n) {
   const fVec pv(p);
-  int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk) {
-    fVec va, vb;
-    load_chunk(v + i, va, vb);
-    at::vec::fmadd(pv, va, fVec::loadu(acc + i)).store(acc + i);
-    at::vec::fmadd(pv, vb, fVec::loadu(acc + i + fVec::size())).store(acc + i + fVec::size());
-  }
-  for (; i < n; ++i) {
-    acc[i] += p * static_cast<float>(v[i]);
-  }
+  for_chunks(n, [&](int64_t i, int64_t count) {
+    fVec va, vb, aa, ab;
+    load_chunk(v + i, va, vb, count);
+    load_chunk(acc + i, aa, ab, count);
+    store_chunk(acc + i, at::vec::fmadd(pv, va, aa), at::vec::fmadd(pv, vb, ab), count);
+  });
 }
 
 // out = acc * scale, rounded to T.
 template <typename T>
 void store_scaled(T* out, const float* acc, float scale, int64_t n) {
   const fVec s(scale);
-  int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk) {
-    store_chunk(out + i, fVec::loadu(acc + i) * s, fVec::loadu(acc + i + fVec::size()) * s);
-  }
-  for (; i < n; ++i) {
-    out[i] = static_cast<T>(acc[i] * scale);
-  }
+  for_chunks(n, [&](int64_t i, int64_t count) {
+    fVec a, b;
+    load_chunk(acc + i, a, b, count);
+    store_chunk(out + i, a * s, b * s, count);
+  });
 }
 
 void check_attention_args(const at::Tensor& query, const at::Tensor& key_cache,
@@ -129,14 +119,11 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& key_cache,
     scalar_t* op = out.mutable_data_ptr<scalar_t>();
     // One task per (sequence, head): each reads its sequence's whole context once.
     at::parallel_for(0, num_seqs * num_heads, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> qf(dim), acc(dim), logits;
+      std::vector<float> qbuf, acc(dim), logits;
       for (int64_t task = begin; task < end; ++task) {
         const int64_t s = task / num_heads, h = task % num_heads, kv = h / group;
         const int64_t len = sl[s];
-        const scalar_t* qh = qp + task * dim;
-        for (int64_t i = 0; i < dim; ++i) {
-          qf[i] = static_cast<float>(qh[i]);
-        }
+        const float* qf = as_float(qp + task * dim, dim, qbuf);
         // The address of token t's head kv in either cache.
         auto offset = [&](int64_t t) {
           const int64_t block = bt[s * max_blocks + t / block_size];
@@ -145,7 +132,7 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& key_cache,
         logits.resize(len);
         float max_logit = -std::numeric_limits<float>::infinity();
         for (int64_t t = 0; t < len; ++t) {
-          logits[t] = dot(qf.data(), kp + offset(t), dim) * static_cast<float>(scale);
+          logits[t] = dot(qf, kp + offset(t), dim) * static_cast<float>(scale);
           max_logit = std::max(max_logit, logits[t]);
         }
         std::fill(acc.begin(), acc.end(), 0.f);

@@ -1,5 +1,8 @@
-// rms_norm and fused_add_rms_norm: one pass over each row for the sum of squares, one to
-// scale; a row of up to a few thousand elements stays in L1 between the two passes.
+// rms_norm and fused_add_rms_norm: per row, a pass that sums the squares (after adding the
+// residual, in fused_add_rms_norm) and one that scales. The two are pipelined: one loop
+// streams row r from memory for its sum while it scales row r - 1, in L1 since its own
+// pass. Separate passes left the memory idle while a row was scaled: at bfloat16, 4096 x
+// 4096, pipelining took fused_add_rms_norm from about 1.5x to 1.2x of its memory floor.
 #include "ops.h"
 #include "vec_utils.h"
 
@@ -16,59 +19,77 @@ void check_norm_args(const at::Tensor& input, const at::Tensor& weight) {
               input.scalar_type());
 }
 
-// kPrefetch: whether this pass is the first over the row (it streams from memory, so
-// software prefetch pays) or a later one (the row is in L1/L2 already).
-template <bool kPrefetch, typename T>
-float sum_of_squares(const T* x, int64_t n) {
-  fVec acc0(0.f), acc1(0.f);
-  int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk) {
-    if constexpr (kPrefetch) {
-      prefetch_ahead(x + i);
-    }
-    fVec a, b;
-    load_chunk(x + i, a, b);
-    acc0 = at::vec::fmadd(a, a, acc0);
-    acc1 = at::vec::fmadd(b, b, acc1);
+// Squares summed in float32, 32 lanes of partial sums.
+struct SquareSum {
+  fVec a{0.f}, b{0.f};
+
+  void add(const fVec& x, const fVec& y) {
+    a = at::vec::fmadd(x, x, a);
+    b = at::vec::fmadd(y, y, b);
   }
-  float sum = at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc0 + acc1);
-  for (; i < n; ++i) {
-    const float v = static_cast<float>(x[i]);
-    sum += v * v;
-  }
-  return sum;
+#ifdef ACLCAP_AVX512_BF16
+  // Straight from 32 packed bfloat16 (add_squares_bf16): one instruction where widening
+  // them to float32 first takes six.
+  void add(__m512i packed) { a = add_squares_bf16(a, packed); }
+#endif
+  float total() const { return at::vec::vec_reduce_all<float>(std::plus<fVec>(), a + b); }
+};
+
+// Add the squares of count elements at p.
+template <typename T>
+inline void add_squares(const T* p, int64_t count, SquareSum& sq) {
+  fVec a, b;
+  load_chunk(p, a, b, count);
+  sq.add(a, b);
 }
 
+// Store a, b rounded to T at p; add the squares of the rounded values.
 template <typename T>
-void scale_row(const T* x, const T* w, T* out, int64_t n, float rstd) {
-  const fVec r(rstd);
-  int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk) {
-    fVec xa, xb, wa, wb;
-    load_chunk(x + i, xa, xb);
-    load_chunk(w + i, wa, wb);
-    store_chunk(out + i, xa * r * wa, xb * r * wb);
-  }
-  for (; i < n; ++i) {
-    out[i] = static_cast<T>(static_cast<float>(x[i]) * rstd * static_cast<float>(w[i]));
+inline void store_squared(T* p, const fVec& a, const fVec& b, int64_t count, SquareSum& sq) {
+  store_chunk(p, a, b, count);
+  if constexpr (std::is_same_v<T, float>) {
+    sq.add(a, b);
+  } else {
+    add_squares(p, count, sq);
   }
 }
 
-// residual = residual + input, rounded to T; the norm then reads the rounded residual so
-// that the result equals rms_norm(residual) exactly.
-template <typename T>
-void add_into(const T* in, T* res, int64_t n) {
-  int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk) {
-    prefetch_ahead(in + i);
-    prefetch_ahead(res + i);
-    fVec ia, ib, ra, rb;
-    load_chunk(in + i, ia, ib);
-    load_chunk(res + i, ra, rb);
-    store_chunk(res + i, ia + ra, ib + rb);
-  }
-  for (; i < n; ++i) {
-    res[i] = static_cast<T>(static_cast<float>(in[i]) + static_cast<float>(res[i]));
+#ifdef ACLCAP_AVX512_BF16
+inline void add_squares(const at::BFloat16* p, int64_t count, SquareSum& sq) {
+  sq.add(load_bf16(p, count));
+}
+
+inline void store_squared(at::BFloat16* p, const fVec& a, const fVec& b, int64_t count,
+                          SquareSum& sq) {
+  const __m512i packed = pack_bf16(a, b);
+  store_bf16(p, packed, count);
+  sq.add(packed);
+}
+#endif
+
+// Rows [begin, end) of n elements: sum(r, i, count, sq) adds the squares of row r's chunk
+// at i into sq (streaming it from memory); then out = x * rstd * w, row by row, one row
+// behind (w in float32). The last iteration only scales, the first only sums.
+template <typename T, typename Sum>
+void norm_rows(int64_t begin, int64_t end, int64_t n, double eps, const T* x, const float* w,
+               T* out, Sum&& sum) {
+  fVec rstd;
+  for (int64_t r = begin; r <= end; ++r) {
+    const bool summing = r < end, scaling = r > begin;
+    const int64_t prev = (r - 1) * n;  // the row scaled
+    SquareSum sq;
+    for_chunks(n, [&](int64_t i, int64_t count) {
+      if (summing) {
+        sum(r, i, count, sq);
+      }
+      if (scaling) {
+        fVec xa, xb, wa, wb;
+        load_chunk(x + prev + i, xa, xb, count);
+        load_chunk(w + i, wa, wb, count);
+        store_chunk(out + prev + i, xa * rstd * wa, xb * rstd * wb, count);
+      }
+    });
+    rstd = fVec(1.f / std::sqrt(sq.total() / n + static_cast<float>(eps)));
   }
 }
 
@@ -87,10 +108,12 @@ void rms_norm_out(const at::Tensor& input, const at::Tensor& weight, double eps,
     const scalar_t* wp = w.const_data_ptr<scalar_t>();
     scalar_t* op = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, rows, grain_for_row(n), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const float rstd = 1.f / std::sqrt(sum_of_squares<true>(xp + r * n, n) / n + float(eps));
-        scale_row(xp + r * n, wp, op + r * n, n, rstd);
-      }
+      std::vector<float> buf;  // w in float32: converted once per task, not once per row
+      norm_rows(begin, end, n, eps, xp, as_float(wp, n, buf), op,
+                [&](int64_t r, int64_t i, int64_t count, SquareSum& sq) {
+                  prefetch_ahead(xp + r * n + i);
+                  add_squares(xp + r * n + i, count, sq);
+                });
     });
   });
 }
@@ -124,11 +147,20 @@ void fused_add_rms_norm(at::Tensor& input, at::Tensor& residual, const at::Tenso
     scalar_t* rp = residual.mutable_data_ptr<scalar_t>();
     const scalar_t* wp = w.const_data_ptr<scalar_t>();
     at::parallel_for(0, rows, grain_for_row(n), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        add_into(ip + r * n, rp + r * n, n);
-        const float rstd = 1.f / std::sqrt(sum_of_squares<false>(rp + r * n, n) / n + float(eps));
-        scale_row(rp + r * n, wp, ip + r * n, n, rstd);
-      }
+      std::vector<float> buf;
+      // residual += input, rounded to the dtype; the norm then sums and scales the rounded
+      // residual, so that the result equals rms_norm(residual) exactly.
+      norm_rows(begin, end, n, eps, rp, as_float(wp, n, buf), ip,
+                [&](int64_t r, int64_t i, int64_t count, SquareSum& sq) {
+                  scalar_t* res = rp + r * n + i;
+                  const scalar_t* in = ip + r * n + i;
+                  prefetch_ahead(in);
+                  prefetch_ahead(res);
+                  fVec ia, ib, ra, rb;
+                  load_chunk(in, ia, ib, count);
+                  load_chunk(res, ra, rb, count);
+                  store_squared(res, ia + ra, ib + rb, count, sq);
+                });
     });
   });
 }

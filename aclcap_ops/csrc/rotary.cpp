@@ -7,34 +7,38 @@
 namespace aclcap {
 namespace {
 
-// NeoX: x = head[i], y = head[i + half]; contiguous halves, so it vectorizes.
+// cos and sin: the token's table row in float32 (as_float), converted once per token rather
+// than once per head: all of a token's query and key heads share it.
+
+// NeoX: x = head[i], y = head[i + half]; contiguous halves.
 template <typename T>
-void rotate_neox(T* head, const T* cos, const T* sin, int64_t half) {
-  int64_t i = 0;
-  for (; i + kChunk <= half; i += kChunk) {
+void rotate_neox(T* head, const float* cos, const float* sin, int64_t half) {
+  for_chunks(half, [&](int64_t i, int64_t count) {
+    prefetch_ahead(head + i);  // heads follow each other: this runs a few heads ahead
+    prefetch_ahead(head + half + i);
     fVec xa, xb, ya, yb, ca, cb, sa, sb;
-    load_chunk(head + i, xa, xb);
-    load_chunk(head + half + i, ya, yb);
-    load_chunk(cos + i, ca, cb);
-    load_chunk(sin + i, sa, sb);
-    store_chunk(head + i, xa * ca - ya * sa, xb * cb - yb * sb);
-    store_chunk(head + half + i, ya * ca + xa * sa, yb * cb + xb * sb);
-  }
-  for (; i < half; ++i) {
-    const float x = head[i], y = head[half + i], c = cos[i], s = sin[i];
-    head[i] = static_cast<T>(x * c - y * s);
-    head[half + i] = static_cast<T>(y * c + x * s);
-  }
+    load_chunk(head + i, xa, xb, count);
+    load_chunk(head + half + i, ya, yb, count);
+    load_chunk(cos + i, ca, cb, count);
+    load_chunk(sin + i, sa, sb, count);
+    store_chunk(head + i, xa * ca - ya * sa, xb * cb - yb * sb, count);
+    store_chunk(head + half + i, ya * ca + xa * sa, yb * cb + xb * sb, count);
+  });
 }
 
-// GPT-J: x = head[2i], y = head[2i + 1]; strided pairs, left to the compiler.
+// GPT-J: x = head[2i], y = head[2i + 1]; a chunk holds kChunk / 2 pairs, split into x and y
+// vectors (deinterleave2) and joined again (interleave2) around the same arithmetic.
 template <typename T>
-void rotate_gptj(T* head, const T* cos, const T* sin, int64_t half) {
-  for (int64_t i = 0; i < half; ++i) {
-    const float x = head[2 * i], y = head[2 * i + 1], c = cos[i], s = sin[i];
-    head[2 * i] = static_cast<T>(x * c - y * s);
-    head[2 * i + 1] = static_cast<T>(y * c + x * s);
-  }
+void rotate_gptj(T* head, const float* cos, const float* sin, int64_t half) {
+  for_chunks(2 * half, [&](int64_t i, int64_t count) {
+    prefetch_ahead(head + i);
+    fVec a, b;
+    load_chunk(head + i, a, b, count);
+    const fVec c = fVec::loadu(cos + i / 2, count / 2), s = fVec::loadu(sin + i / 2, count / 2);
+    const auto [x, y] = at::vec::deinterleave2(a, b);
+    const auto [ra, rb] = at::vec::interleave2(x * c - y * s, y * c + x * s);
+    store_chunk(head + i, ra, rb, count);
+  });
 }
 
 void check_qk(const at::Tensor& t, const char* name, int64_t tokens, int64_t head_size,
@@ -88,10 +92,11 @@ void rotary_embedding(const at::Tensor& positions, at::Tensor& query, at::Tensor
     scalar_t* kp = key.mutable_data_ptr<scalar_t>();
     const int64_t grain = grain_for_row((q_heads + k_heads) * head_size);
     at::parallel_for(0, tokens, grain, [&](int64_t begin, int64_t end) {
+      std::vector<float> buf;
       for (int64_t t = begin; t < end; ++t) {
         const int64_t p = pp[t];  // in [0, max_pos): checked above
-        const scalar_t* cos = tp + p * rot_dim;
-        const scalar_t* sin = cos + half;
+        const float* cos = as_float(tp + p * rot_dim, rot_dim, buf);
+        const float* sin = cos + half;
         auto rotate = [&](scalar_t* base, int64_t heads) {
           for (int64_t h = 0; h < heads; ++h) {
             scalar_t* head = base + (t * heads + h) * head_size;
