@@ -19,7 +19,6 @@ from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import Compile, CompileLog
 from aclcap.graph.padding import padded_sizes
 from aclcap.graph.step import StepContext, prepare_step
-from aclcap.host_values import host_indices
 from aclcap.status import Status
 
 REPLAYS = 2  # a graph must match eager on every replay, not only the first
@@ -208,7 +207,7 @@ def capture_step(step: StepContext, options: CaptureOptions,
     advance("tracing with torch.compile")
     clock = _PhaseClock()
     example = step.inputs(max(sizes))
-    key = trace_cache.capture_key(step, options, sizes, bool(host_indices(example)))
+    key = trace_cache.capture_key(step, options, sizes)
     hit = trace_cache.load(key) if key and cached_trace else None
     host = None if hit else HostValues(step.model, step.spec.path, example,
                                        _eager_ops(step, options))

@@ -52,11 +52,11 @@ def _folder_sources(model_file: Path) -> list[str]:
     return [f"{f.name}:{hashlib.sha256(f.read_bytes()).hexdigest()}" for f in files]
 
 
-def capture_key(step: StepContext, options: CaptureOptions, sizes: list[int],
-                hosted: bool) -> str | None:
+def capture_key(step: StepContext, options: CaptureOptions, sizes: list[int]
+                ) -> str | None:
     """The key of this capture's trace, or None where it is not cached."""
     if not options.use_cache or step.device != "cpu" or options.graph_mode != "full" \
-            or options.nproc or hosted:
+            or options.nproc or step.hosts:
         return None
     state = [f"{name}:{list(t.shape)}:{t.dtype}:{tensor_digest(t)}" for name, t in
              [*step.model.named_parameters(), *step.model.named_buffers()]]

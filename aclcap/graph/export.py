@@ -202,15 +202,15 @@ def is_size_guard(exc: Exception) -> bool:
 
 
 def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
-                  dims: list[list[int]], sizes: list[int]) -> list[SizeRange]:
+                  dims: list[list[int]], sizes: list[int], hosts: tuple[int, ...] = ()
+                  ) -> list[SizeRange]:
     """One exported program for all sizes where the step allows it; else one per range of
     sizes its guards allow: export the largest size left with Dim.AUTO (which refines the
     range from the guards instead of failing), take the sizes that range covers, repeat.
     Raises CaptureError when even that fails."""
     from torch.export import Dim
 
-    if any(ds and not isinstance(a, torch.Tensor)
-           for a, ds in zip(inputs(min(sizes)), dims, strict=True)):
+    if any(dims[i] for i in hosts):  # a host list as long as the size
         return _per_size(model, inputs, dims, sizes)
     try:  # at a size >= 2: export specializes a dim whose example is 1
         example = inputs(max(max(sizes), 2))

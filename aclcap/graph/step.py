@@ -14,7 +14,7 @@ from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
 from aclcap.graph.backends.base import Backend, StepContext
 from aclcap.graph.compiles import resolve_compile_backend
-from aclcap.loading.model_file import instantiate_model, load_model_file, size_dims
+from aclcap.loading.model_file import instantiate_model, load_model_file, probe_inputs
 
 if TYPE_CHECKING:
     from aclcap.graph.options import StepOptions
@@ -82,6 +82,6 @@ def prepare_step(options: StepOptions) -> StepContext:
         # that finds its trace cached never needs Dynamo: 0.5 s of imports saved)
     spec = load_model_file(options.model)
     model = instantiate_model(spec, resolved, torch_dtype)
-    return StepContext(spec, model, resolved, torch_dtype, options.dtype,
-                       size_dims(spec, resolved, torch_dtype),
-                       tolerance_for(torch_dtype, spec.tolerance), backend)
+    dims, hosts = probe_inputs(spec, resolved, torch_dtype)
+    return StepContext(spec, model, resolved, torch_dtype, options.dtype, dims,
+                       tolerance_for(torch_dtype, spec.tolerance), backend, hosts)

@@ -190,14 +190,23 @@ def _grown_dims(path: Path, index: int, a: Any, b: Any) -> list[int]:
     return grow
 
 
-def size_dims(spec: ModelSpec, device: Any, dtype: Any) -> list[list[int]]:
+def probe_inputs(spec: ModelSpec, device: Any, dtype: Any
+                 ) -> tuple[list[list[int]], tuple[int, ...]]:
     """Per input, the dims that equal `size` (found by calling make_inputs at two sizes):
     those are marked dynamic for export and padded by --pad; a host list's [0] is its
-    length."""
+    length. And the positions of the host values among the inputs."""
+    import torch
+
     small = make_step_inputs(spec, 3, device, dtype)
     large = make_step_inputs(spec, 5, device, dtype)
     if len(small) != len(large):
         raise UsageError(f"model file {spec.path}: make_inputs returns a different number of "
                          "inputs for different sizes")
-    return [_grown_dims(spec.path, i, a, b)
+    dims = [_grown_dims(spec.path, i, a, b)
             for i, (a, b) in enumerate(zip(small, large, strict=True))]
+    return dims, tuple(i for i, a in enumerate(small) if not isinstance(a, torch.Tensor))
+
+
+def size_dims(spec: ModelSpec, device: Any, dtype: Any) -> list[list[int]]:
+    """Per input, the dims that equal `size` (`probe_inputs`)."""
+    return probe_inputs(spec, device, dtype)[0]

@@ -42,7 +42,7 @@ from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.graph.distributed import settle
 from aclcap.graph.export import SizeRange, export_ranges
 from aclcap.graph.options import StepOptions
-from aclcap.host_values import host_indices, tensors_of
+from aclcap.host_values import tensors_of
 from aclcap.loading.libraries import BUILTIN_NAMESPACES, BUNDLED
 from aclcap.loading.model_file import ModelSpec
 
@@ -259,9 +259,8 @@ class AotiBackend:
         # A step with host values is exported every run: its artifacts hold the values of
         # this run's example draw (what the frozen-value report compares against), which
         # an artifact indexed by an earlier run's trace would not.
-        hosted = bool(host_indices(step.inputs(min(sizes))))
-        index = index_path(self.cache_dir, step.spec.path.stem, key) if key and not hosted \
-            else None
+        index = index_path(self.cache_dir, step.spec.path.stem, key) \
+            if key and not step.hosts else None
         loaded = self._load_indexed(index) if index and self.options.use_cache else None
         artifacts: list[dict[str, Any]] = []
         if loaded is not None:
@@ -270,7 +269,7 @@ class AotiBackend:
                          for size_range, _, artifact in loaded]
         else:
             try:
-                ranges = export_ranges(step.model, step.inputs, step.dims, sizes)
+                ranges = export_ranges(step.model, step.inputs, step.dims, sizes, step.hosts)
             except CaptureError as exc:
                 raise CaptureError(_export_advice(exc, log, step.spec.path)) from exc
             self.phases_s["export"] = round(time.perf_counter() - start, 3)

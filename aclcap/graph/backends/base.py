@@ -29,6 +29,9 @@ class StepContext:
     dims: list[list[int]]  # per input, the dims that equal the size
     tolerance: dict[str, float]
     backend: Backend
+    # Positions of the inputs that are host values (aclcap/host_values.py), found when the
+    # size dims are probed: a property of the step, not of one draw.
+    hosts: tuple[int, ...] = ()
 
     def inputs(self, size: int) -> tuple:
         """Fresh inputs of one step at `size`."""

@@ -32,7 +32,7 @@ from aclcap.graph.piecewise.pieces import (
     splitting_ops_inside,
 )
 from aclcap.graph.piecewise.split import Piece, SplitStep, split_graph
-from aclcap.host_values import host_indices, input_names
+from aclcap.host_values import input_names
 
 MECHANISM = "aoti-piecewise"
 
@@ -179,13 +179,11 @@ class PiecewiseAotiBackend:
                                else step.spec.splitting_ops)
         self.phases_s = {}
         log = log or CompileLog(self.compile_backend, step.spec.path)
-        example = step.inputs(max(sizes))
-        hosts = host_indices(example)
-        if hosts:
+        if step.hosts:
             _learn_host_symbols(step, max(sizes))
-        names = input_names(step.model, len(example))
+        names = input_names(step.model, len(step.dims))
         compiled = torch.compile(step.model, backend=log.backend, options={
-            "guard_filter_fn": _guards_kept(frozenset(names[i] for i in hosts))})
+            "guard_filter_fn": _guards_kept(frozenset(names[i] for i in step.hosts))})
         order = sorted(sizes, reverse=True)
         captured = []
         for size in order:
