@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(opbench_report.render(
             block, opbench_report.OPS_WIDE, f"[{tokens} tokens, {hidden} hidden]  median floor "
             f"bandwidth {floor:.1f} GB/s (each op's own access pattern)"))
-    console.print(f"done, {_load()}; kernel/floor and speedup are medians of per-round ratios")
+    console.print(f"done, {_load()}; speedup is a median of per-round ratios, kernel/floor "
+                  "the fastest blocks' ratio")
     if args.json:
         args.json.write_text(json.dumps(opbench_report.to_dicts(rows), indent=1))
         console.print(f"wrote {args.json}")

@@ -133,11 +133,13 @@ def test_op_microbenchmarks_measure_every_op_against_its_floor(bundled):
 
 
 @pytest.mark.perf
-def test_no_kernel_beats_its_floor(bundled):
+def test_kernels_sit_between_their_floor_and_one_and_a_half_times_it(bundled):
     """A floor is a lower bound by construction (the op's own access pattern over its own
-    tensors): a kernel more than 10% under it means the floor is wrong. Measured beyond the
-    last-level cache, where memory traffic is what a floor prices: at cache-resident sizes
-    a fused kernel beats torch's own passes on call overhead and loop speed alone."""
+    tensors): a kernel more than 10% under it means the floor is wrong. The forms a graph
+    runs (out= and in-place) must come within 1.5x of it, bfloat16 included. Measured
+    beyond the last-level cache, where memory traffic is what a floor prices: at
+    cache-resident sizes a fused kernel beats torch's own passes on call overhead and loop
+    speed alone. Each value is the margin to its bound: negative is a miss."""
     from aclcap_ops import opbench
 
     # every op's footprint beyond the 32 MiB cache in either dtype (reshape_and_cache's
@@ -145,9 +147,32 @@ def test_no_kernel_beats_its_floor(bundled):
     def measure() -> dict:
         rows = opbench.measure_ops([(4096, 4096)], dtypes=(torch.float32, torch.bfloat16),
                                    rounds=3, min_run_time=0.05, references=False)
-        return {(r.op, r.dtype): r.kernel_over_floor for r in rows}
+        margins = {(r.op, r.dtype, ">= 0.9"): r.kernel_over_floor - 0.9 for r in rows}
+        margins.update({(r.op, r.dtype, "<= 1.5"): 1.5 - r.kernel_over_floor
+                        for r in rows if opbench.writes_in_place(r.op)})
+        return margins
 
-    assert_median_holds(measure, lambda ratio: ratio >= 0.9, "kernels faster than their floor")
+    assert_median_holds(measure, lambda margin: margin >= 0, "kernels outside their floor bounds")
+
+
+@pytest.mark.perf
+def test_the_floor_timed_as_its_own_kernel_reads_one(bundled):
+    """kernel/floor is a fair statistic only if a kernel that is its floor reads 1: the
+    calibration the median-over-fastest quotient failed (1.05 to 1.86 here)."""
+    from aclcap_ops import opbench
+
+    def measure() -> dict:
+        ratios = {}
+        for op in filter(opbench.writes_in_place, opbench.CASES):
+            for dtype in (torch.float32, torch.bfloat16):
+                [case] = opbench.op_cases(4096, 4096, dtype, [op])
+                case.kernel = case.floor
+                ratios[(op, str(dtype))] = opbench.measure_case(
+                    case, rounds=3, min_run_time=0.05, references=False).kernel_over_floor
+        return ratios
+
+    assert_median_holds(measure, lambda ratio: 0.9 <= ratio <= 1.1,
+                        "the floor against itself")
 
 
 def test_pad_times_padded_against_exact_sizes():

@@ -88,7 +88,8 @@ def op_rows() -> list[opbench.OpBenchRow]:
     """Every bundled op at a large shape, with five-digit times."""
     return [
         opbench.OpBenchRow(op, "bfloat16", (4096, 4096), (4096, 8, 128), 2**27, 12345.6,
-                           23456.7, 1234.5, 123.4, 12345.6, 123.4, 12.34, 1234.5, 23456.7)
+                           23456.7, 1234.5, 123.4, 12345.6, 123.4, 12345.6, 12.34, 1234.5,
+                           23456.7)
         for op in opbench.CASES]
 
 

@@ -16,7 +16,8 @@ OPS_WIDE = 140  # the --ops table shows every column from here: its eleven need 
 _OPS = (Col("op", "op", True), Col("dtype", "dtype", True), Col("shape", "shape", True),
         Col("kernel\n(µs)", "kern µs"), Col("reference\n(µs)", None),
         Col("speedup", "speedup"), Col("F.rms_norm\n(µs)", None), Col("GB/s", None),
-        Col("floor\n(µs)", None), Col("kernel/floor", "/ floor"), Col("alloc\n(µs)", None))
+        Col("floor\n(µs)", None), Col("kernel/floor\n(fastest)", "/ floor"),
+        Col("alloc\n(µs)", None))
 
 
 def render(rows: list[OpBenchRow], width: int = OPS_WIDE, title: str | None = None) -> Table:
