@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import fields, replace
 from pathlib import Path
@@ -316,3 +317,22 @@ def test_entries_are_written_whole(library, first):
 
     assert not [p for p in cache_dir().rglob("*") if p.name.startswith(".tmp-")]
     assert os.listdir(cache_dir() / "runs")
+
+
+def test_over_its_budget_the_cache_drops_what_no_run_used_and_keeps_what_this_one_did(
+        library, first, monkeypatch):
+    root = library / "cache"
+    day_ago = time.time() - 86400
+    for path in root.rglob("*"):
+        if path.is_file():
+            os.utime(path, (day_ago, day_ago))
+    stale = root / "check-meta" / "zz" / "stale.json"  # a row of code long since edited
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_bytes(b"x" * 2**20)
+    os.utime(stale, (day_ago - 86400, day_ago - 86400))
+    held = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    monkeypatch.setenv("ACLCAP_CACHE_MAX", str(held - 2**19))  # over by half the stale row
+    assert cached(run(library)) == dict.fromkeys(OPS, True)
+    assert not stale.exists()
+    assert sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) <= held - 2**19
+    assert cached(run(library)) == dict.fromkeys(OPS, True)  # the rows it used stayed

@@ -103,3 +103,14 @@ def test_a_step_reading_its_environment_is_traced_again_not_failed(model, cache)
     doc = run.json()
     assert doc["trace_cache"] is None  # the cached trace's replay failed: traced again
     assert [r["status"] for r in doc["results"]] == ["pass", "pass"]
+
+
+def test_an_artifact_the_cache_budget_removed_is_compiled_again_under_the_cached_trace(
+        model, cache):
+    # (last in the file: every later capture of this cache would compile again)
+    _capture(model, cache)
+    for artifact in (cache / "aoti").glob("*.pt2"):
+        artifact.unlink()
+    doc, _ = _capture(model, cache)
+    assert doc["trace_cache"]["hit"] is True and doc["backend"]["cache_hit"] is False
+    assert [(r["size"], r["status"]) for r in doc["results"]] == [(2, "pass"), (4, "pass")]

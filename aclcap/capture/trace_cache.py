@@ -27,6 +27,7 @@ import torch
 
 from aclcap import _version
 from aclcap.build import cache_root
+from aclcap.cache_budget import prune, touch
 from aclcap.capture.options import CaptureOptions
 from aclcap.capture.trace_report import TraceReport
 from aclcap.graph.backends.aoti import library_fingerprint
@@ -75,10 +76,12 @@ def load(key: str) -> CachedTrace | None:
     """The entry, or None where there is none or it cannot be read (a miss, never a crash)."""
     try:
         data = json.loads(_path(key).read_text())
-        return CachedTrace(TraceReport.from_dict(data["trace"]), data["index_key"],
-                           data["taken"])
+        hit = CachedTrace(TraceReport.from_dict(data["trace"]), data["index_key"],
+                          data["taken"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    touch(_path(key))
+    return hit
 
 
 def store(key: str, trace: TraceReport, index_key: str) -> None:
@@ -92,6 +95,7 @@ def store(key: str, trace: TraceReport, index_key: str) -> None:
         partial = path.with_suffix(f".{os.getpid()}.partial")
         partial.write_text(json.dumps(entry))
         partial.replace(path)
+    prune()
 
 
 def as_dict(hit: CachedTrace | None) -> dict[str, Any] | None:

@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from aclcap.cli._errors import OneLineErrors, closed_pipe, state
+from aclcap.cache_budget import max_bytes
+from aclcap.cli._errors import OneLineErrors, closed_pipe, handle_errors, state
 from aclcap.cli.bench import bench
 from aclcap.cli.build import build
 from aclcap.cli.capture import capture
@@ -33,6 +34,7 @@ def _options(
                                         "errors.")] = False,
 ) -> None:
     state.debug = debug
+    handle_errors(max_bytes)()  # a bad cache budget is found before the work, not after it
 
 
 app.command()(build)

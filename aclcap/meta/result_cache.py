@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from aclcap._version import VERSION
 from aclcap.build import cache_root
+from aclcap.cache_budget import prune, touch
 from aclcap.meta.options import CheckMetaOptions
 from aclcap.status import Finding, Severity, Status
 
@@ -240,6 +241,7 @@ class ResultCache:
                     hits[qualname] = _decode(entry["row"])
             except (TypeError, KeyError, ValueError):
                 continue
+            touch(self._entry(key))
         return hits
 
     def store(self, op: OpInfo, checked: Any, key: str | None) -> None:
@@ -262,3 +264,4 @@ class ResultCache:
                 files[path] = stat
         _write(self.dir / "runs" / f"{_identity(self.options)}.json",
                {"files": files, "complete": self.complete})
+        prune()

@@ -21,6 +21,7 @@ import torch.utils._pytree as pytree
 
 from aclcap import _version
 from aclcap.build import cache_root
+from aclcap.cache_budget import prune, touch
 from aclcap.errors import CaptureError, first_line, value_dependent
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.backends.trace_key import (
@@ -247,6 +248,7 @@ class AotiBackend:
             partial.unlink(missing_ok=True)
             raise CaptureError(f"AOTInductor compile failed: {first_line(exc)}") from exc
         partial.replace(target)  # atomic: a concurrent run never loads half a file
+        prune()  # a new artifact: keep the cache within its budget
 
     def _load(self, step: StepContext, sizes: list[int], log: CompileLog | None
               ) -> list[tuple[SizeRange, Any, Path]]:
@@ -371,7 +373,9 @@ def load_artifact(path: Path) -> Any:
     and dlopens a probe library per ISA in child processes (3.3 s on this loaded 2-core
     machine, the largest part of a warm run's load). The CPU capability is in the cache key
     instead (`program_key`), so a mismatched artifact is never looked up."""
-    return torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+    loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+    touch(path)  # used now: the cache's budget removes the least recently used first
+    return loader
 
 
 def _replayer(loader: Any, state: tuple = ()) -> Callable[[tuple], Any]:

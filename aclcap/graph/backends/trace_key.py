@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from aclcap.cache_budget import touch
 from aclcap.graph.compiles import CompileLog, LoggedGraph
 from aclcap.graph.export import SizeRange
 
@@ -95,7 +96,10 @@ def read_index(path: Path) -> list[tuple[SizeRange, Path]] | None:
                    path.parent / e["artifact"]) for e in entries]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return ranges if ranges and all(a.is_file() for _, a in ranges) else None
+    if not ranges or not all(a.is_file() for _, a in ranges):
+        return None
+    touch(path)
+    return ranges
 
 
 def write_index(path: Path, ranges: list[tuple[SizeRange, Path]]) -> None:

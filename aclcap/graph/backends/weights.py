@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from aclcap.cache_budget import touch
+
 NOTE = "compiled for other weights of the same program: this program's weights loaded in"
 
 
@@ -49,7 +51,10 @@ def shared_artifact(cache_dir: Path, structure_key: str) -> Path | None:
     if not path.is_file():
         return None
     artifact = cache_dir / path.read_text().strip()
-    return artifact if artifact.is_file() else None
+    if not artifact.is_file():
+        return None
+    touch(path)
+    return artifact
 
 
 def load_weights(loader: Any, weights: dict[str, torch.Tensor]) -> None:
