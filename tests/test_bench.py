@@ -135,11 +135,14 @@ def test_op_microbenchmarks_measure_every_op_against_its_floor(bundled):
 @pytest.mark.perf
 def test_kernels_sit_between_their_floor_and_one_and_a_half_times_it(bundled):
     """A floor is a lower bound by construction (the op's own access pattern over its own
-    tensors): a kernel more than 10% under it means the floor is wrong. The forms a graph
-    runs (out= and in-place) must come within 1.5x of it, bfloat16 included. Measured
-    beyond the last-level cache, where memory traffic is what a floor prices: at
-    cache-resident sizes a fused kernel beats torch's own passes on call overhead and loop
-    speed alone. Each value is the margin to its bound: negative is a miss."""
+    tensors): a kernel whose median block runs more than 10% under the floor's fastest means
+    the floor is wrong (the median: fastest over fastest strays to 0.76 for a kernel at its
+    floor on the loaded machine, the in-place floors' blocks spreading widely). The forms a
+    graph runs (out= and in-place) must come within 1.5x of it, bfloat16 included, as the
+    table reports it (fastest over fastest). Measured beyond the last-level cache, where
+    memory traffic is what a floor prices: at cache-resident sizes a fused kernel beats
+    torch's own passes on call overhead and loop speed alone. Each value is the margin to
+    its bound: negative is a miss."""
     from aclcap_ops import opbench
 
     # every op's footprint beyond the 32 MiB cache in either dtype (reshape_and_cache's
@@ -147,7 +150,7 @@ def test_kernels_sit_between_their_floor_and_one_and_a_half_times_it(bundled):
     def measure() -> dict:
         rows = opbench.measure_ops([(4096, 4096)], dtypes=(torch.float32, torch.bfloat16),
                                    rounds=3, min_run_time=0.05, references=False)
-        margins = {(r.op, r.dtype, ">= 0.9"): r.kernel_over_floor - 0.9 for r in rows}
+        margins = {(r.op, r.dtype, ">= 0.9"): r.kernel_us / r.floor_us - 0.9 for r in rows}
         margins.update({(r.op, r.dtype, "<= 1.5"): 1.5 - r.kernel_over_floor
                         for r in rows if opbench.writes_in_place(r.op)})
         return margins
