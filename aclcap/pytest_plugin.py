@@ -4,7 +4,9 @@ fails with check-meta's reasons, is skipped when the op was not exercised, passe
 Each flag has an ini key of its name (`aclcap_lib = ...`); a flag given wins over its key.
 
 The checks run once, at collection, through check-meta's runner: kernels run in its worker
-process, so a segfaulting op is one failed item, never a dead pytest run."""
+process, so a segfaulting op is one failed item, never a dead pytest run. Unchanged ops
+answer from check-meta's result cache, as the CLI's do (`--aclcap-no-cache`: all afresh);
+the terminal summary says how many."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ _VALUES = (("--aclcap-device", "DEVICE", "cpu", "Where real kernels run: cpu, cu
             "(default 60)."))
 # check-meta's reasons name its CLI flags; a plugin user passes the plugin's.
 _CLI_FLAG = re.compile(r"(?<![\w-])--samples-from\b")
+_CACHED = pytest.StashKey[tuple[int, int]]()  # (rows from the result cache, rows)
 
 
 def _key(flag: str) -> str:
@@ -43,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for flag, metavar, default, text in _VALUES:
         group.addoption(flag, default=None, metavar=metavar, help=text)
         parser.addini(_key(flag), f"{text} ({flag} overrides).", default=default)
+    group.addoption("--aclcap-no-cache", action="store_true", help="Check every op afresh "
+                    "instead of answering unchanged ones from check-meta's result cache.")
 
 
 def _option(config: pytest.Config, flag: str, paths: bool = False) -> list[str] | str:
@@ -96,7 +101,8 @@ def _rows(config: pytest.Config) -> list[dict]:
                                namespaces=list(_option(config, "--aclcap-namespace")) or None,
                                device=str(_option(config, "--aclcap-device")),
                                timeout_s=float(_option(config, "--aclcap-timeout")),
-                               samples_from=models)
+                               samples_from=models,
+                               use_cache=not config.getoption("aclcap_no_cache"))
     from aclcap.errors import UsageError
 
     try:
@@ -111,7 +117,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     from aclcap.meta.registry import defined_at
 
-    for row in _rows(config):  # the libraries are loaded here now: their ops can be read
+    rows = _rows(config)
+    config.stash[_CACHED] = (sum(row["cached"] for row in rows), len(rows))
+    for row in rows:  # the libraries are loaded here now: their ops can be read
         name = f"test_meta[{row['op']}]"
         # A node id of its own: the session's path would put the rootdir before every item.
         item = MetaItem.from_parent(session, name=name, nodeid=f"aclcap::{name}", row=row,
@@ -119,3 +127,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if Status(row["status"]) in NOT_RUN:  # a skip mark: its line names the op, not here
             item.add_marker(pytest.mark.skip(reason=_skip_reason(row)))
         items.append(item)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    """How many of the op items the result cache answered (their verdicts, unchanged)."""
+    if _CACHED in config.stash:
+        cached, rows = config.stash[_CACHED]
+        terminalreporter.write_line(f"aclcap: {cached} of {rows} ops from check-meta's result "
+                                    "cache (--aclcap-no-cache checks all afresh)")

@@ -43,6 +43,26 @@ def test_plugin_items_per_op(pytester: pytest.Pytester):
     assert "SKIPPED" in out and "not_exercised" in out
 
 
+def test_plugin_answers_unchanged_ops_from_the_result_cache_unless_told_not_to(
+        pytester: pytest.Pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("ACLCAP_CACHE_DIR", str(tmp_path / "cache"))
+
+    def run(*extra: str) -> tuple[dict, str]:
+        result = pytester.runpytest_subprocess(
+            *_plugin_args(), "--aclcap-lib", str(BADOPS), "--aclcap-namespace", "aclcap_test",
+            "-p", "no:cacheprovider", *extra)
+        line = next(ln for ln in result.outlines if ln.startswith("aclcap: "))
+        return result.parseoutcomes(), line
+
+    first, fresh = run()
+    again, cached = run()
+    afresh, forced = run("--aclcap-no-cache")
+    assert first == again == afresh  # the same verdicts, whichever answered
+    assert fresh.startswith("aclcap: 0 of 10 ops") and forced.startswith("aclcap: 0 of 10 ops")
+    # every exercised op (checked by the worker, not missing or without samples) is cached
+    assert cached.startswith("aclcap: 7 of 10 ops from check-meta's result cache"), cached
+
+
 def test_plugin_bad_namespace_is_a_usage_error(pytester: pytest.Pytester):
     result = pytester.runpytest_subprocess(
         *_plugin_args(), "--aclcap-lib", str(BADOPS), "--aclcap-namespace", "no_such_ns",
