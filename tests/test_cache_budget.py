@@ -68,3 +68,5 @@ def test_a_bad_budget_is_one_line_and_exit_2_before_any_work(monkeypatch):
     assert run.code == 2 and run.stderr.strip().splitlines() == [
         "error: ACLCAP_CACHE_MAX=lots: not a size; give bytes or a size such as 500M or 20G "
         "(0: no limit)"]
+    helped = aclcap("check-meta", "--help", ACLCAP_CACHE_MAX="lots")  # no work: it answers
+    assert helped.code == 0 and "--no-cache" in helped.stdout

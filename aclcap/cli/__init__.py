@@ -34,7 +34,10 @@ def _options(
                                         "errors.")] = False,
 ) -> None:
     state.debug = debug
-    handle_errors(max_bytes)()  # a bad cache budget is found before the work, not after it
+    # A bad cache budget is found before the work, not after it; a command's --help does
+    # no work and answers whatever the budget.
+    if not state.asks_help:
+        handle_errors(max_bytes)()
 
 
 app.command()(build)

@@ -36,6 +36,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class _State:
     debug = False  # --debug: the traceback too, before the one-line error
+    # --help anywhere: the group's callback runs before a command parses its own --help
+    asks_help = False
 
 
 state = _State()
@@ -104,6 +106,7 @@ class OneLineErrors(typer.core.TyperGroup):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
              **extra: Any) -> Any:
+        state.asks_help = "--help" in (sys.argv[1:] if args is None else args)
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except NoArgsIsHelpError as exc:  # `aclcap` alone: the help, as before
