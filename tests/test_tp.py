@@ -15,6 +15,7 @@ from tests.conftest import ROOT, aclcap, aclcap_process
 
 TP = str(ROOT / "examples" / "tp_llama.py")
 DIVERGENT = str(ROOT / "tests" / "models" / "tp_divergent.py")
+HOST_SCALE = str(ROOT / "tests" / "models" / "tp_host_scale.py")
 
 
 def _rank_processes() -> list[int]:
@@ -48,6 +49,21 @@ def test_tp_llama_captures_on_two_ranks_and_matches_eager():
     ops = [c["op"] for c in per_rank[0]["8"]]
     assert ops.count("all_reduce") == 1 + 2 * 2 and ops[-1] == "all_gather_into_tensor"
     assert "2 ranks (worst rank per size)" in run.stderr
+    assert not _rank_processes()
+
+
+def test_ranks_draw_the_same_host_values_and_each_names_the_frozen_one():
+    """make_inputs draws its host float with Python's `random`: every rank must see the
+    value the others see (as one scheduler's sequence lengths), at capture and per replay."""
+    run = aclcap("capture", HOST_SCALE, "--nproc", "2", "--shapes", "2", "--device", "cpu",
+                 "--json", "-")
+    assert run.code == 1, run.stderr
+    rows = run.json()["results"]
+    assert sorted(r["rank"] for r in rows) == [0, 1] and all(r["status"] == "fail" for r in rows)
+    first = [r["reasons"][0] for r in rows]
+    assert first[0].startswith("frozen at capture: aten::mul(other) at tp_host_scale.py:17, "
+                               "from input scale: captured ")
+    assert first[0] == first[1]  # the same captured and replayed values on both ranks
     assert not _rank_processes()
 
 

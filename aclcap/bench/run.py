@@ -22,7 +22,7 @@ from aclcap.bench.timing import BLOCK_S, BlockTime, steps_for, time_block, time_
 from aclcap.errors import CaptureError, UsageError
 from aclcap.graph.distributed import RankInfo, settle, settle_each_call
 from aclcap.graph.padding import pad_to, padded_sizes
-from aclcap.graph.step import prepare_step
+from aclcap.graph.step import draw_alike_on_every_rank, prepare_step
 
 WARMUP_STEPS = 3
 MAX_ROUNDS = 60  # rounds past --rounds stop here whatever --min-time or --max-time ask
@@ -150,6 +150,8 @@ def run_bench(options: BenchOptions,
     if pad and "graph" not in modes:
         raise UsageError("--pad measures graph replay: keep graph in --modes")
     step = prepare_step(with_model(options))
+    if rank is not None:
+        draw_alike_on_every_rank(step)
     model, resolved, backend = step.model, step.device, step.backend
     capture_sizes = sorted(set(options.shapes or step.spec.shapes))
     between = padded_sizes(capture_sizes) if pad else {}

@@ -53,6 +53,12 @@ class HostRead:
     site: Site | None
     value: Any
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON `host_reads` element: where, not the value (that differs per draw)."""
+        return {"what": self.what, "file": self.site.file if self.site else None,
+                "line": self.site.line if self.site else None,
+                "code": self.site.code if self.site else ""}
+
 
 @dataclass
 class StepRecord:

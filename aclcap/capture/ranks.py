@@ -4,7 +4,6 @@ graphs and breaks, replicated outputs equal on every rank, replay == eager on ea
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from aclcap.capture.options import CaptureOptions
 from aclcap.capture.run import CaptureReport, CaptureRow, capture_step, failed_rows
 from aclcap.errors import UsageError
 from aclcap.graph.distributed import RankInfo, launch
-from aclcap.graph.step import StepContext, prepare_step
+from aclcap.graph.step import StepContext, draw_alike_on_every_rank, prepare_step
 from aclcap.status import Status
 
 
@@ -25,19 +24,6 @@ class RankCapture:
     report: CaptureReport
     collectives: dict[str, list[dict]]
     mismatch: str | None = None  # ranks issue different collectives: nothing was run
-
-
-def seed_inputs(step: StepContext) -> None:
-    """Make the i-th call of step.inputs draw the same values on every rank: ranks of one
-    TP group see the same tokens."""
-    counter = itertools.count()
-    make = step.inputs
-
-    def inputs(size: int) -> tuple:
-        torch.manual_seed(10_000 + next(counter))
-        return make(size)
-
-    step.inputs = inputs  # type: ignore[method-assign]
 
 
 def _replicated_reasons(step: StepContext, report: CaptureReport, sizes: list[int],
@@ -73,7 +59,7 @@ def _replicated_reasons(step: StepContext, report: CaptureReport, sizes: list[in
 def capture_rank(info: RankInfo, options: CaptureOptions) -> RankCapture:
     """One rank's capture (run by the launcher after the process group is up)."""
     step = prepare_step(options)
-    seed_inputs(step)
+    draw_alike_on_every_rank(step)
     sizes = sorted(set(options.shapes or step.spec.shapes))
     info.phase("comparing the collectives of every rank")
     mine = record_collectives(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)

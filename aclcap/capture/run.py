@@ -232,9 +232,7 @@ def capture_step(step: StepContext, options: CaptureOptions,
     if failure:  # what cannot be traced cannot be captured
         report.rows = failed_rows(sizes, mechanism, [failure])
         return report
-    report.host_reads = [{"what": r.what, "file": r.site.file if r.site else None,
-                          "line": r.site.line if r.site else None,
-                          "code": r.site.code if r.site else ""} for r in reads]
+    report.host_reads = [r.to_dict() for r in reads]
     if host and host.reads and (options.graph_mode == "full" or trace.error):
         # One graph per size cannot hold a value read on the host (nor can a step traced
         # to pieces whose shapes the value decides): nothing is captured.

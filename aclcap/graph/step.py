@@ -5,6 +5,8 @@ take the StepContext of graph/backends/base.py), so the dependency runs one way.
 
 from __future__ import annotations
 
+import itertools
+import random
 import sys
 from typing import TYPE_CHECKING
 
@@ -85,3 +87,23 @@ def prepare_step(options: StepOptions) -> StepContext:
     dims, hosts = probe_inputs(spec, resolved, torch_dtype)
     return StepContext(spec, model, resolved, torch_dtype, options.dtype, dims,
                        tolerance_for(torch_dtype, spec.tolerance), backend, hosts)
+
+
+def draw_alike_on_every_rank(step: StepContext) -> None:
+    """Make the i-th call of step.inputs draw the same values on every rank: the ranks of
+    one TP group see the same tokens and the same host values (sequence lengths), as a
+    scheduler hands them out. torch's, Python's and (where the model file uses it) numpy's
+    generators are seeded per call, so later calls still draw fresh values; left unseeded,
+    `random` alone would give each rank its own lengths, its own splits and collectives."""
+    counter = itertools.count()
+    make = step.inputs
+
+    def inputs(size: int) -> tuple:
+        seed = 10_000 + next(counter)
+        torch.manual_seed(seed)
+        random.seed(seed)
+        if (numpy := sys.modules.get("numpy")) is not None:
+            numpy.random.seed(seed)
+        return make(size)
+
+    step.inputs = inputs  # type: ignore[method-assign]
