@@ -89,8 +89,32 @@ def test_host_read_fails_full_capture_with_the_fix(tmp_path):
     reason = doc["results"][0]["reasons"][0]
     assert reason.startswith("reads tensor data on the host (tolist()) at host_read.py:9")
     assert "cannot live in a graph" in reason and "take it as a Tensor argument" in reason
-    assert doc["host_reads"] == [{"what": "tolist()", "file": str(MODELS / "host_read.py"),
-                                  "line": 9, "code": "sizes = lengths.tolist()"}]
+    site = {"file": str(MODELS / "host_read.py"), "line": 9, "code": "sizes = lengths.tolist()"}
+    assert doc["host_reads"] == [{"what": "tolist()", **site, "made_at": site}]
+
+
+def test_a_library_read_the_compiled_step_skips_is_no_finding():
+    """transformers' mask helpers read a mask on the host only when not compiling: the eager
+    step makes the read, the traced one never does, and only the traced one decides."""
+    run = aclcap("capture", str(MODELS / "library_reads" / "read_eager_only.py"),
+                 "--shapes", "2,4", "--json", "-")
+    assert run.code == 0, run.stdout + run.stderr
+    doc = run.json()
+    assert doc["host_reads"] == [] and doc["trace"]["graph_breaks"] == []
+    assert all(r["status"] == "pass" for r in doc["results"])
+
+
+def test_a_library_read_the_compiled_step_makes_names_the_library_line_and_the_model_line():
+    run = aclcap("capture", str(MODELS / "library_reads" / "read_always.py"),
+                 "--shapes", "2,4", "--json", "-")
+    assert run.code == 1
+    doc = run.json()
+    reason = doc["results"][0]["reasons"][0]
+    assert reason.startswith("the step branches on a tensor's values at masks.py:15 "
+                             "(`if mask.all():`), through read_always.py:9"), reason
+    (read,) = doc["host_reads"]
+    assert (read["line"], read["made_at"]["line"]) == (9, 15)
+    assert read["made_at"]["file"].endswith("masks.py")
 
 
 def test_host_list_example_frozen_in_full_mode_live_in_piecewise():

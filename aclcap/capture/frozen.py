@@ -139,8 +139,7 @@ class HostValues:
                 return f"input {self.names[i]}"
         for read in record.reads:
             if same_numbers(read.value, captured):
-                where = f" at {read.site.text()}" if read.site else ""
-                return f"host read {read.what}{where}"
+                return f"host read {read.what} at {read.where()}"
         return "host values"
 
     def _constant_keys(self, draws: list[tuple], record: StepRecord) -> set[tuple]:
@@ -198,8 +197,9 @@ def stale_reasons(frozen: list[FrozenValue], device: str) -> list[str]:
 def read_reason(read: HostRead, device: str) -> str:
     """A host read inside a step that is captured whole; a read that decides a branch gets
     the branch's fix."""
-    where = f" at {read.site.text()}" if read.site else ""
-    code = read.site.code.lstrip() if read.site else ""
+    where = f" at {read.where()}"
+    made = read.made_at or read.site
+    code = made.code.lstrip() if made else ""
     if read.what == "bool()" or code.startswith(("if ", "elif ", "while ", "assert ")):
         return (f"the step branches on a tensor's values{where}, read on the host "
                 f"({read.what}): make the branch a torch.cond, or move it out of the step "

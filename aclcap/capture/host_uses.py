@@ -50,14 +50,29 @@ class OpCall:
 @dataclass
 class HostRead:
     what: str  # "tolist()", "item()", ...
-    site: Site | None
+    site: Site | None  # the model-file line the read came through
     value: Any
+    made_at: Site | None = None  # the innermost frame outside torch: the line that read
+
+    def where(self) -> str:
+        """`lib.py:40 (`code`), through model.py:12`: the line that read, then the model
+        line that called it, where they differ."""
+        inner = self.made_at or self.site
+        if inner is None:
+            return "an unknown line"
+        through = f", through {Path(self.site.file).name}:{self.site.line}" \
+            if self.site is not None and (self.site.file, self.site.line) != \
+            (inner.file, inner.line) else ""
+        return inner.text() + through
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON `host_reads` element: where, not the value (that differs per draw)."""
+        made = self.made_at or self.site
         return {"what": self.what, "file": self.site.file if self.site else None,
                 "line": self.site.line if self.site else None,
-                "code": self.site.code if self.site else ""}
+                "code": self.site.code if self.site else "",
+                "made_at": {"file": made.file, "line": made.line, "code": made.code}
+                if made else None}
 
 
 @dataclass
@@ -69,20 +84,22 @@ class StepRecord:
 _LIBRARIES = (str(Path(torch.__file__).parent) + "/", str(Path(__file__).parents[1]) + "/")
 
 
-def _site(model_file: Path | None) -> Site | None:
-    """The innermost frame of the model file on the stack (else the innermost frame outside
-    torch and aclcap, a module the model file imports): the line the user wrote."""
+def _sites(model_file: Path | None) -> tuple[Site | None, Site | None]:
+    """(the innermost frame of the model file on the stack, else the innermost frame outside
+    torch and aclcap: the line the user wrote; the innermost frame outside torch and aclcap:
+    the line that made the call, a library's the model calls included)."""
     frame = sys._getframe(2)
-    fallback = None
+    inner = None
     while frame is not None:
         name = frame.f_code.co_filename
-        if model_file is not None and name == str(model_file):
-            return Site(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
-        if fallback is None and not name.startswith(("<", *_LIBRARIES)):
-            fallback = Site(name, frame.f_lineno,
-                            linecache.getline(name, frame.f_lineno).strip())
+        in_model = model_file is not None and name == str(model_file)
+        if in_model or (inner is None and not name.startswith(("<", *_LIBRARIES))):
+            here = Site(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
+            if in_model:
+                return here, inner or here
+            inner = here
         frame = frame.f_back
-    return fallback
+    return inner, inner
 
 
 def _host_args(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -109,7 +126,7 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func._schema.name
         values = _host_args(func, args, kwargs)
-        site = _site(self.model_file) if values or name in _FROM_DATA else None
+        site = _sites(self.model_file)[0] if values or name in _FROM_DATA else None
         self.inside += 1
         try:
             out = func(*args, **kwargs)
@@ -133,7 +150,8 @@ class _Reads(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         what = _READS.get(func)
         if what is not None and not self.recorder.inside:
-            self.record.reads.append(HostRead(what, _site(self.recorder.model_file), out))
+            site, made_at = _sites(self.recorder.model_file)
+            self.record.reads.append(HostRead(what, site, out, made_at))
         return out
 
 

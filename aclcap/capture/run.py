@@ -188,11 +188,21 @@ def run_capture(options: CaptureOptions,
 
 
 def capture_step(step: StepContext, options: CaptureOptions,
-                 on_progress: Callable[[str, int, int], None] | None = None,
-                 cached_trace: bool = True) -> CaptureReport:
+                 on_progress: Callable[[str, int, int], None] | None = None) -> CaptureReport:
     """Trace, capture, replay and compare one prepared step (one rank's, with --nproc).
-    A run on a cached trace that fails is run again from a fresh trace before its verdict:
-    what the cache key cannot see (a step that reads its environment) never fails a step."""
+    A run on a cached trace that fails, at any stage, is run again from a fresh trace
+    before its verdict: what the cache key cannot see (a step that reads its environment)
+    never fails a step."""
+    report = _capture_step(step, options, on_progress, cached_trace=True)
+    if report.trace_cache and report.exit_code:
+        step.backend.index_key = None  # type: ignore[attr-defined]
+        report = _capture_step(step, options, on_progress, cached_trace=False)
+    return report
+
+
+def _capture_step(step: StepContext, options: CaptureOptions,
+                  on_progress: Callable[[str, int, int], None] | None,
+                  cached_trace: bool) -> CaptureReport:
     pad, bisect = options.pad, options.bisect
     sizes = sorted(set(options.shapes or step.spec.shapes))
     total = 1 + 2 * len(sizes) + pad + bisect
@@ -227,18 +237,23 @@ def capture_step(step: StepContext, options: CaptureOptions,
                            str(step.spec.path), phases_s=clock.phases,
                            trace_cache=trace_cache.as_dict(hit))
     clock.lap("trace")
-    reads = host.reads if host else []
+    # A read the eager step makes counts only where the traced step makes it too
+    # (TraceReport.makes_read): libraries read on the host only when not compiling
+    # (transformers' mask helpers); the eager run only names the line.
+    reads = [r for r in host.reads if (made := r.made_at or r.site) is not None
+             and trace.makes_read(made.file, made.line)] if host else []
     failure = None if reads else trace.error_line()  # a host read is named below
     if failure:  # what cannot be traced cannot be captured
         report.rows = failed_rows(sizes, mechanism, [failure])
         return report
     report.host_reads = [r.to_dict() for r in reads]
-    if host and host.reads and (options.graph_mode == "full" or trace.error):
+    if reads and (options.graph_mode == "full" or trace.error):
         # One graph per size cannot hold a value read on the host (nor can a step traced
         # to pieces whose shapes the value decides): nothing is captured.
-        reads = {(r.site.file, r.site.line) if r.site else None: r for r in host.reads}
+        unique = {(r.made_at or r.site).file + f":{(r.made_at or r.site).line}": r
+                  for r in reads}
         report.rows = failed_rows(sizes, mechanism, [read_reason(r, step.device)
-                                                     for r in reads.values()])
+                                                     for r in unique.values()])
         return report
     if trace.custom_ops_wrong_meta:
         # A graph compiled from a wrong fake allocates wrong buffers: running it can write
@@ -277,9 +292,6 @@ def capture_step(step: StepContext, options: CaptureOptions,
         failing = next(r for r in report.rows if r.status == Status.FAIL)
         report.bisect = first_diverging_node(step, step.inputs(failing.padded_to or failing.size))
     clock.lap("replay")
-    if hit and report.exit_code:
-        step.backend.index_key = None  # type: ignore[attr-defined]
-        return capture_step(step, options, on_progress, cached_trace=False)
     advance("done")
     return report
 

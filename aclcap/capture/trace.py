@@ -141,7 +141,9 @@ def _tracing_failure(exc: Exception, model_file: Path | None) -> dict[str, Any]:
     code" stack), never from the ops the step happened to call first."""
     text = str(innermost(exc))
     file, line = failure_site(text, model_file)
-    return {"op": failing_op(text), "file": file, "line": line, "reason": failure_reason(exc)}
+    frames = [[f, int(n)] for f, n in re.findall(r'File "([^"]+)", line (\d+)', text)]
+    return {"op": failing_op(text), "file": file, "line": line, "reason": failure_reason(exc),
+            "frames": frames}
 
 
 def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
@@ -178,16 +180,16 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
     graphs = [graph.module for graph in log.graphs[0]] if log.graphs else []
     ops_per_graph = [[n.target for n in gm.graph.nodes if n.op == "call_function"]
                      for gm in graphs]  # as explain counts them
-    breaks, seen = [], set()
+    breaks: dict[tuple, GraphBreak] = {}
     for gm in graphs:
         br = gm.compile_subgraph_reason
         if not br.graph_break:
             continue
         file, line = _break_site(br.user_stack, model_file)
         key = (first_text_line(br.reason), file, line)
-        if key not in seen:
-            seen.add(key)
-            breaks.append(GraphBreak(key[0], file, line))
+        found = breaks.setdefault(key, GraphBreak(key[0], file, line))
+        found.frames += [[f.filename, f.lineno or 0] for f in br.user_stack or []
+                         if [f.filename, f.lineno or 0] not in found.frames]
     in_graph: list[str] = []
     for ops in ops_per_graph:
         for target in ops:
@@ -198,10 +200,11 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
     meta_missing = {o.dispatcher_name.split(".")[0] for o in list_ops(
         sorted({n.split("::")[0] for n in outside})) if o.meta_kind == MetaKind.MISSING}
     wrong_meta = _wrong_fakes(recorder.records, in_graph)
-    where = f" (graph break at {Path(breaks[0].file).name}:{breaks[0].line})" if breaks else ""
+    first = next(iter(breaks.values()), None)
+    where = f" (graph break at {Path(first.file).name}:{first.line})" if first else ""
     return TraceReport(
         graph_count=len(graphs),
-        graph_breaks=breaks,
+        graph_breaks=list(breaks.values()),
         ops_per_graph=[len(ops) for ops in ops_per_graph],
         custom_ops_in_graph=in_graph,
         custom_ops_outside_graph=[

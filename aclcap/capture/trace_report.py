@@ -4,11 +4,17 @@ that finds its trace cached never needs."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aclcap.graph.compiles import Compile
+
+# A tracing failure that a value read on the host leads to: the read is traced (into an
+# unbacked size) and the failure comes where that size meets a guard, a line later.
+_DATA_DEPENDENT = re.compile(r"data.dependent|DataDependent|unbacked|Constraints violated",
+                             re.IGNORECASE)
 
 
 @dataclass
@@ -16,6 +22,10 @@ class GraphBreak:
     reason: str
     file: str
     line: int
+    # Every frame of the break's user stack, [file, line], outermost first: a host read made
+    # in a library the model calls (transformers' mask helpers) breaks there, not at the
+    # model line.
+    frames: list[list] = field(default_factory=list)
 
 
 @dataclass
@@ -41,6 +51,23 @@ class TraceReport:
         ns = e["op"].split("::")[0] if e["op"] else "NS"
         return (f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}; run "
                 f"`aclcap check-meta --namespace {ns}` with samples for it")
+
+    def passes_through(self, file: str, line: int) -> bool:
+        """Whether a graph break or the tracing failure has `file:line` on its user stack:
+        what decides that a host read seen in the eager step is made by the compiled step
+        too (libraries skip host reads while compiling, `torch.compiler.is_compiling()`)."""
+        stacks = [b.frames or [[b.file, b.line]] for b in self.graph_breaks]
+        if self.error is not None:
+            stacks.append(self.error.get("frames") or [[self.error["file"], self.error["line"]]])
+        where = (str(Path(file).resolve()), line)
+        return any((str(Path(f).resolve()), n) == where for stack in stacks for f, n in stack)
+
+    def makes_read(self, file: str, line: int) -> bool:
+        """Whether the traced step makes a host read the eager step made at `file:line`: a
+        graph break or the tracing failure passes through that line, or the tracing failed
+        on a data-dependent value (its line is the consumer's, not the read's)."""
+        return self.passes_through(file, line) or (self.error is not None and bool(
+            _DATA_DEPENDENT.search(self.error["reason"])))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -158,10 +158,13 @@ def host_value_lines(result: CaptureReport) -> list[str]:
         lines.append(f"  input {name} = {show(value)} is the same in every draw: frozen into "
                      "the graph, safe only while callers keep it constant")
     for read in result.host_reads:
-        where = f" at {Path(read['file']).name}:{read['line']} (`{read['code']}`)" \
-            if read["file"] else ""
-        lines.append(f"  reads tensor data on the host ({read['what']}){where}: a graph break; "
-                     "the value cannot live in a graph")
+        made = read.get("made_at") or read
+        where = f" at {Path(made['file']).name}:{made['line']} (`{made['code']}`)" \
+            if made["file"] else ""
+        if read["file"] and (read["file"], read["line"]) != (made["file"], made["line"]):
+            where += f", through {Path(read['file']).name}:{read['line']}"
+        lines.append(f"  reads tensor data on the host ({read['what']}){where}: the traced "
+                     "step breaks there; the value cannot live in a graph")
     return lines
 
 
