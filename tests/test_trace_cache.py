@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import aclcap
+from tests.conftest import ROOT, aclcap
 
 MODEL = '''import torch
 from helper import WIDTH
@@ -114,3 +114,26 @@ def test_an_artifact_the_cache_budget_removed_is_compiled_again_under_the_cached
     doc, _ = _capture(model, cache)
     assert doc["trace_cache"]["hit"] is True and doc["backend"]["cache_hit"] is False
     assert [(r["size"], r["status"]) for r in doc["results"]] == [(2, "pass"), (4, "pass")]
+
+
+def test_two_model_files_in_one_folder_keep_their_own_traces(tmp_path):
+    """Steps beside each other with the same (here: no) weights: each keeps its own cached
+    trace, and one that breaks its graph on a host read never answers from another's. A
+    failure met under a cached trace at any stage (here torch.export's) would be traced
+    again before its verdict."""
+    cache = tmp_path / "cache"
+    library = ROOT / "tests/models/library_reads"
+    (tmp_path / "masks.py").write_text((library / "masks.py").read_text())
+    quiet = (library / "read_eager_only.py").read_text()
+    (tmp_path / "double.py").write_text(quiet)
+    (tmp_path / "triple.py").write_text(quiet.replace("* 2", "* 3"))
+    (tmp_path / "read_always.py").write_text((library / "read_always.py").read_text())
+    args = ("--device", "cpu", "--shapes", "2,4", "--json", "-")
+    for name in ("double", "triple"):
+        run = aclcap("capture", str(tmp_path / f"{name}.py"), *args, ACLCAP_CACHE_DIR=str(cache))
+        assert run.code == 0 and run.json()["trace_cache"] is None, run.stdout + run.stderr
+    assert len(list((cache / "capture").glob("*.json"))) == 2
+    reads = aclcap("capture", str(tmp_path / "read_always.py"), *args,
+                   ACLCAP_CACHE_DIR=str(cache))
+    assert reads.code == 1 and reads.json()["trace_cache"] is None
+    assert reads.json()["trace"]["graph_breaks"], reads.stdout
