@@ -32,20 +32,20 @@ def _expr(value: int | torch.SymInt) -> sympy.Expr:
     return value.node.expr if isinstance(value, torch.SymInt) else sympy.Integer(value)
 
 
-def _bind(expr: sympy.Expr, actual: int, bindings: dict[sympy.Symbol, int]) -> None:
+def _bind(expr: sympy.Expr, actual: int, bindings: dict[sympy.Symbol, sympy.Integer]) -> None:
     """The size symbol of a dim `a * s + b` (what a piece's dims are: `_dim`) from its value."""
     if len(expr.free_symbols) != 1:
         return
     sym = next(iter(expr.free_symbols))
     a, b = expr.coeff(sym), expr.subs(sym, 0)
     if a.is_Integer and b.is_Integer and a != 0 and sympy.expand(expr - a * sym - b) == 0:
-        bindings[sym] = (actual - int(b)) // int(a)
+        bindings[sym] = sympy.Integer((actual - int(b)) // int(a))
 
 
 def expected_strides(fakes: list[torch.Tensor], args: tuple) -> list[tuple[int, ...] | None]:
     """Per input, the strides the artifact assumes for these inputs' sizes (None: a stride
     that no size determines, left as it is)."""
-    bindings: dict[sympy.Symbol, int] = {}
+    bindings: dict[sympy.Symbol, sympy.Integer] = {}
     for fake, arg in zip(fakes, args, strict=True):
         for size, actual in zip(fake.shape, arg.shape, strict=True):
             _bind(_expr(size), actual, bindings)
