@@ -239,7 +239,9 @@ def test_piece_that_writes_a_step_input_writes_through_to_the_splitting_op_at_ev
     assert run.code == 0, run.stdout + run.stderr
     rows = run.json()["results"]
     assert [r["size"] for r in rows] == [1, 2, 3, 4]
-    assert all(r["status"] == "pass" and r["max_abs_err"] == 0 for r in rows), rows
+    # Rounding only: a padded row's GEMM over 4 rows rounds unlike eager's over 3 (1.2e-07 on
+    # one CI machine); a write into another sequence's rows errs by the values themselves.
+    assert all(r["status"] == "pass" and r["max_abs_err"] < 1e-5 for r in rows), rows
 
 
 def test_decode_layers_whose_attention_writes_its_caches_match_eager():
