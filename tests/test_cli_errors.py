@@ -24,6 +24,7 @@ BAD_INPUT = [
     (("capture", "no/such/model.py"), "model file no/such/model.py not found"),
     (("capture", TINY, "--shapes", "1,x"), "--shapes '1,x': give a comma-separated list"),
     (("capture", TINY, "--shapes", "0,2"), "--shapes '0,2'"),
+    (("capture", TINY, "--shapes", "1,,2"), "--shapes '1,,2': give a comma-separated list"),
     (("capture", TINY, "--device", "tpu"), "unknown device 'tpu'"),
     (("capture", TINY, "--device", "npu"), "npu: torch_npu not installed"),
     (("capture", TINY, "--dtype", "int8"), "--dtype 'int8': choose one of float32, bfloat16"),

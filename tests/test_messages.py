@@ -84,6 +84,28 @@ def test_model_folder_is_on_sys_path_while_imported():
     assert sys.path == before
 
 
+def test_op_library_folder_is_on_sys_path_while_imported(tmp_path):
+    """A Python op library that imports a module beside it loads, as a model file does;
+    one whose sibling is missing says the file failed to load, not that it was not found."""
+    import torch
+
+    from aclcap.errors import UsageError
+    from aclcap.loading.libraries import load_library
+
+    (tmp_path / "sib_kern.py").write_text("def double(x):\n    return x * 2\n")
+    (tmp_path / "siblib.py").write_text(
+        "import torch\nfrom sib_kern import double\n"
+        "@torch.library.custom_op('siblib::double', mutates_args=())\n"
+        "def op(x: torch.Tensor) -> torch.Tensor:\n    return double(x)\n")
+    before = list(sys.path)
+    load_library(str(tmp_path / "siblib.py"))
+    assert torch.ops.siblib.double(torch.ones(2)).tolist() == [2.0, 2.0]
+    assert sys.path == before
+    (tmp_path / "lonely.py").write_text("from no_such_sibling_xyz import k\n")
+    with pytest.raises(UsageError, match=r"lonely.py failed to load: .*no_such_sibling_xyz"):
+        load_library(str(tmp_path / "lonely.py"))
+
+
 def test_long_messages_are_cut_in_the_middle_keeping_the_fix():
     from aclcap.errors import cut_middle, first_line, summary
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aclcap.errors import UsageError, last_line
+from aclcap.loading.by_path import NotPython, import_by_path
 
 BUNDLED = "aclcap_ops"  # the bundled library's module; it loads through its load()
 # The op namespaces torch itself registers: every other one is a custom library's.
@@ -22,18 +23,16 @@ BUILTIN_NAMESPACES = frozenset({
 
 
 def _import_file(path: Path) -> None:
-    """Import a .py op library once per process: a second import would register its ops
-    and fakes again, which torch refuses."""
+    """Import a .py op library once per process (a second import would register its ops
+    and fakes again, which torch refuses), with its folder on sys.path as a model file's."""
     name = "aclcap_lib_" + path.stem.replace("-", "_")
     loaded = sys.modules.get(name)
     if loaded is not None and getattr(loaded, "__file__", None) == str(path):
         return
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import op library {path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        import_by_path(name, path)
+    except NotPython as exc:
+        raise UsageError(f"cannot import op library {path}: not a Python file") from exc
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -76,6 +75,8 @@ def load_library(spec: str) -> None:
     except UsageError:
         raise
     except ModuleNotFoundError as exc:
+        if _looks_like_path(spec):  # the file was found: a module it imports was not
+            raise UsageError(f"op library {spec} failed to load: {_load_reason(exc)}") from exc
         raise UsageError(
             f"op library {spec!r} not found: {exc} "
             "(pass a .so or .py path, or an importable module)"

@@ -4,7 +4,6 @@ contract violation into a one-line UsageError that names the file and the proble
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from aclcap.errors import UsageError, last_line
+from aclcap.loading.by_path import NotPython, import_by_path
 from aclcap.loading.libraries import load_libraries
 
 DEFAULT_SHAPES = [1, 2, 4, 8]
@@ -38,7 +38,7 @@ class ModelSpec:
 def parse_shapes(text: str) -> list[int]:
     """'1,2,4,8' -> [1, 2, 4, 8]; anything but positive integers is bad input."""
     try:
-        shapes = [int(part) for part in text.split(",") if part.strip()]
+        shapes = [int(part) for part in text.split(",")]  # an empty item is bad input too
     except ValueError:
         shapes = []
     if not shapes or any(s < 1 for s in shapes):
@@ -54,24 +54,14 @@ def _import_once(path: Path, digest: str) -> Any:
     loaded = sys.modules.get(name)
     if loaded is not None and getattr(loaded, "_aclcap_source_sha256", None) == digest:
         return loaded
-    spec = importlib.util.spec_from_file_location(name, path.resolve())
-    if spec is None or spec.loader is None:
-        raise UsageError(f"model file {path} is not an importable Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    # As Python does for a script: the file's folder is first on sys.path while it runs,
-    # so it can import the modules next to it; sys.path is restored after.
-    saved = list(sys.path)
-    sys.path.insert(0, str(path.resolve().parent))
     try:
-        spec.loader.exec_module(module)
+        module = import_by_path(name, path.resolve())
     except UsageError:
         raise
+    except NotPython as exc:
+        raise UsageError(f"model file {path} is not an importable Python file") from exc
     except Exception as exc:
-        del sys.modules[name]
         raise UsageError(f"model file {path} failed to import: {last_line(exc)}") from exc
-    finally:
-        sys.path[:] = saved
     module._aclcap_source_sha256 = digest
     return module
 
