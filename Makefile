@@ -14,7 +14,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,plot]'
+	$(BIN)/pip install -q -e '.[dev,plot,real]'
 	touch $@
 
 install: $(STAMP)

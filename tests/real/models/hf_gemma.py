@@ -1,0 +1,7 @@
+"""A tiny random transformers gemma decoder (hf_decoder.py)."""
+
+from hf_decoder import step_for
+
+SHAPES = [1, 2, 4]
+LOGITS = True
+build_model, make_inputs = step_for("gemma")
