@@ -16,11 +16,10 @@ QUIET_ENV = "ACLCAP_QUIET"
 
 
 def silence_torch() -> None:
-    import torch
+    from aclcap._compat import set_logs
 
     os.environ[QUIET_ENV] = "1"
-    torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR,
-                            export=logging.CRITICAL)
+    set_logs(dynamo=logging.ERROR, inductor=logging.ERROR, export=logging.CRITICAL)
     warnings.filterwarnings("ignore", category=FutureWarning, module="copyreg")
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map_only
+
+from aclcap._compat import async_collective_tensor_type, tree_map_only
 
 
 def clone_tensors(value: Any) -> Any:
@@ -17,9 +18,7 @@ def wait_collectives(value: Any) -> Any:
     """Outputs of functional collectives left in flight (AsyncCollectiveTensor) waited
     for: an eager step is complete when it returns, as a replayed graph is, and a
     collective still pending under the next step's collectives can hang both."""
-    from torch.distributed._functional_collectives import AsyncCollectiveTensor
-
-    return tree_map_only(AsyncCollectiveTensor, lambda t: t.wait(), value)
+    return tree_map_only(async_collective_tensor_type(), lambda t: t.wait(), value)
 
 
 def describe(t: torch.Tensor) -> str:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import torch
-
+from aclcap._compat import OpOverload
 from aclcap.meta import checks as meta_checks
 from aclcap.meta.sample_inputs import SampleInput
 from aclcap.status import Severity
 
 
-def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
+def check_op(op: str | OpOverload, samples: Iterable[SampleInput],
              checks: Iterable[str] = meta_checks.DEFAULT_CHECKS, *,
              strict: bool = False) -> None:
     """Run the checks on `samples` (aclcap.SampleInput) of `op` (`ns::name.overload`,

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from aclcap._compat import TorchDispatchMode
 from aclcap._tensors import clone_tensors
 from aclcap.bench.floor import ReadFloor, StepBytes, step_bytes
 from aclcap.bench.host_update import UPDATE, host_update
@@ -22,7 +22,7 @@ from aclcap.bench.timing import BLOCK_S, BlockTime, steps_for, time_block, time_
 from aclcap.errors import CaptureError, UsageError
 from aclcap.graph.distributed import RankInfo, settle, settle_each_call
 from aclcap.graph.padding import pad_to, padded_sizes
-from aclcap.graph.step import draw_alike_on_every_rank, prepare_step
+from aclcap.graph.step import draw_reproducibly, prepare_step
 
 WARMUP_STEPS = 3
 MAX_ROUNDS = 60  # rounds past --rounds stop here whatever --min-time or --max-time ask
@@ -151,7 +151,7 @@ def run_bench(options: BenchOptions,
         raise UsageError("--pad measures graph replay: keep graph in --modes")
     step = prepare_step(with_model(options))
     if rank is not None:
-        draw_alike_on_every_rank(step)
+        draw_reproducibly(step)
     model, resolved, backend = step.model, step.device, step.backend
     capture_sizes = sorted(set(options.shapes or step.spec.shapes))
     between = padded_sizes(capture_sizes) if pad else {}

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from aclcap._compat import TorchDispatchMode
 from aclcap._tensors import clone_tensors
 
 _NAMESPACES = ("_c10d_functional", "c10d", "_c10d_functional_autograd")

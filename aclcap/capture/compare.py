@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._pytree import tree_flatten
+
+from aclcap._compat import tree_flatten
 
 
 @dataclass

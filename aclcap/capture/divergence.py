@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from aclcap._compat import flat_codegen, reset_dynamo
 from aclcap.capture.compare import compare
 from aclcap.errors import first_line
 from aclcap.graph.export import export_step
@@ -62,7 +63,7 @@ def first_diverging_node(step: StepContext, args: tuple) -> dict[str, Any]:
     except Exception as exc:
         return {"node": None, "error": f"cannot bisect: torch.export failed: {first_line(exc)}"}
     gm = exported.module()
-    gm.graph._codegen = torch.fx.graph.CodeGen()  # flat positional inputs, no pytree specs
+    flat_codegen(gm)  # flat positional inputs, no pytree specs
     gm.recompile()
     recorder = _Recorder(gm)
     with torch.no_grad():
@@ -71,7 +72,7 @@ def first_diverging_node(step: StepContext, args: tuple) -> dict[str, Any]:
                   and isinstance(recorder.values.get(n.name), torch.Tensor)]
 
     def diverges(n: torch.fx.Node) -> tuple[bool, float, str | None]:
-        torch._dynamo.reset()
+        reset_dynamo()
         try:
             with torch.no_grad():
                 got = torch.compile(_prefix(gm, n.name))(*[t.clone() for t in args])

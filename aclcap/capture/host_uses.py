@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from aclcap._compat import TorchDispatchMode
 from aclcap._tensors import clone_tensors
 from aclcap.graph.piecewise.split import Site
 from aclcap.host_values import is_host_value

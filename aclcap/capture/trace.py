@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from aclcap._compat import OpOverload, OpOverloadPacket, op_names
 from aclcap._tensors import clone_tensors
 from aclcap.capture.trace_report import GraphBreak, TraceReport
 from aclcap.errors import first_line, first_text_line, innermost, summary
@@ -26,9 +27,9 @@ from aclcap.meta.registry import MetaKind, list_ops, resolve_overload
 
 def _custom_name(target: Any) -> str | None:
     """ns::name of a custom op target (overload or packet), else None."""
-    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if isinstance(target, (OpOverload, OpOverloadPacket)):
         qualified = target._qualified_op_name if isinstance(
-            target, torch._ops.OpOverloadPacket) else target._schema.name
+            target, OpOverloadPacket) else target._schema.name
         ns = qualified.split("::", 1)[0]
         return qualified if ns not in BUILTIN_NAMESPACES else None
     return None
@@ -88,7 +89,7 @@ _INNER_CAUSE = re.compile(r"got (\w+)\((['\"])(.*?)\2\)\s*$", re.MULTILINE)
 def failing_op(text: str) -> str | None:
     """The custom op a tracing error is about, read from the error itself (never from the
     user's source line it quotes, which may call several ops)."""
-    known = set(torch._C._dispatch_get_all_op_names())
+    known = set(op_names())
     for pattern in _OP_IN_ERROR:
         for ns, name in pattern.findall(text):
             if ns not in BUILTIN_NAMESPACES and f"{ns}::{name}" in known:

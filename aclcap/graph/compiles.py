@@ -17,8 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
+from aclcap._compat import (
+    compile_backends,
+    dynamo_counters,
+    guard_failures,
+    lookup_backend,
+    mark_dynamic,
+    pytree,
+    reset_dynamo,
+)
 from aclcap.errors import UsageError
 
 FIRST = "first_compile"
@@ -121,7 +129,7 @@ def resolve_compile_backend(name: str) -> Any:
         except (ImportError, AttributeError) as exc:
             raise UsageError(f"--compile-backend {name!r}: cannot import it ({exc}); give a "
                              "registered backend name or module:function") from exc
-    known = torch._dynamo.list_backends(exclude_tags=())
+    known = compile_backends()
     if name not in known:
         raise UsageError(f"--compile-backend {name!r} is not a torch.compile backend; choose "
                          f"one of {', '.join(sorted(known))}, or module:function")
@@ -154,15 +162,14 @@ class CompileLog:
         guards = [str(g.expr) for g in env.guards] + \
             [f"{s} in {r}" for s, r in sorted(env.var_to_range.items(), key=str)] if env else []
         self._graphs.append((LoggedGraph(gm, state, guards), _dynamic_dims(gm)))
-        inner = torch._dynamo.lookup_backend(self.named) if isinstance(self.named, str) \
+        inner = lookup_backend(self.named) if isinstance(self.named, str) \
             else self.named
         return inner(gm, example_inputs)
 
     def call(self, fn: Callable, size: int, args: tuple) -> Any:
         """Call `fn(*args)` at `size` and record a compile if it made one."""
-        from torch._dynamo.utils import counters, guard_failures
-
-        seen = {code: len(reasons) for code, reasons in guard_failures.items()}
+        counters, failures = dynamo_counters(), guard_failures()
+        seen = {code: len(reasons) for code, reasons in failures.items()}
         breaks = sum(counters["graph_break"].values())
         self._graphs, self._args = [], pytree.tree_leaves(args)
         try:
@@ -171,7 +178,7 @@ class CompileLog:
             self._args = []
         if not self._graphs:
             return out
-        new = [r for code, reasons in guard_failures.items() for r in reasons[seen.get(code, 0):]]
+        new = [r for code, reasons in failures.items() for r in reasons[seen.get(code, 0):]]
         reason = new[0] if new else "first compile"
         dynamic: dict[str, list[int]] = {}
         for _, dims in self._graphs:
@@ -200,11 +207,10 @@ def mark_size_dims(args: tuple, dims: list[list[int]], size: int) -> tuple:
     and Dynamo compiles per size, as a device graph is captured per size anyway."""
     hosted = any(ds and not isinstance(a, torch.Tensor) for a, ds in zip(args, dims,
                                                                          strict=False))
-    mark = torch._dynamo.maybe_mark_dynamic if hosted else torch._dynamo.mark_dynamic
     if size >= 2:
         for arg, ds in zip(args, dims, strict=False):
             for d in ds if isinstance(arg, torch.Tensor) else ():
-                mark(arg, d)
+                mark_dynamic(arg, d, maybe=hosted)
     return args
 
 
@@ -212,10 +218,10 @@ def compile_over_sizes(model: torch.nn.Module, inputs: Iterable[tuple[int, tuple
                        dims: list[list[int]], log: CompileLog) -> list[Compile]:
     """Compile `model` over (size, inputs) in order with the backend's dynamic settings and
     return every compile. Resets Dynamo first, so that no earlier guard is reused."""
-    torch._dynamo.reset()
+    reset_dynamo()
     compiled = torch.compile(model, backend=log.backend)
     with torch.no_grad():
         for size, args in inputs:
             log.call(compiled, size, mark_size_dims(args, dims, size))
-    torch._dynamo.reset()
+    reset_dynamo()
     return log.compiles

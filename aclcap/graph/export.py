@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from aclcap._compat import OpOverload, int_oo
 from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, first_line
 
@@ -103,7 +104,7 @@ def _is_view(node: Any) -> bool:
         return False
     if node.target is operator.getitem:
         return True
-    if not isinstance(node.target, torch._ops.OpOverload) or not node.target._schema.returns:
+    if not isinstance(node.target, OpOverload) or not node.target._schema.returns:
         return False
     alias = node.target._schema.returns[0].alias_info
     return alias is not None and not alias.is_write
@@ -125,7 +126,7 @@ def _written_buffers(model: torch.nn.Module, program: torch.export.ExportedProgr
     buffers = program.graph_signature.inputs_to_buffers
     written = []
     for node in program.graph.nodes:
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        if node.op != "call_function" or not isinstance(node.target, OpOverload):
             continue
         for i, arg in enumerate(node.target._schema.arguments):
             if arg.alias_info is None or not arg.alias_info.is_write:
@@ -176,8 +177,7 @@ def _size_range(program: torch.export.ExportedProgram, example: tuple, dims: lis
     """The range of sizes the program accepts: over every size dim of every tensor input,
     the intersection of torch.export's range constraints (a static dim is its own range).
     Host values are constants of the program, with no placeholder of their own."""
-    from torch.utils._sympy.numbers import int_oo
-
+    infinity = int_oo()
     user = set(program.graph_signature.user_inputs)
     nodes = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
     tensor_dims = [ds for a, ds in zip(example, dims, strict=True)
@@ -190,7 +190,7 @@ def _size_range(program: torch.export.ExportedProgram, example: tuple, dims: lis
                 r_lo, r_hi = value, value
             else:
                 vr = program.range_constraints[value.node.expr]
-                r_lo, r_hi = int(vr.lower), None if vr.upper == int_oo else int(vr.upper)
+                r_lo, r_hi = int(vr.lower), None if vr.upper == infinity else int(vr.upper)
             lo = max(lo, r_lo)
             hi = r_hi if hi is None else hi if r_hi is None else min(hi, r_hi)
     return lo, hi

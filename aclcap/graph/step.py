@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from aclcap._compat import dynamo_loaded, reset_dynamo
 from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
 from aclcap.graph.backends.base import Backend, StepContext
@@ -79,8 +80,8 @@ def prepare_step(options: StepOptions) -> StepContext:
     torch_dtype = parse_dtype(options.dtype)
     resolved = resolve_device(options.device)
     backend = backend_for(resolved, options)
-    if "torch._dynamo" in sys.modules:  # each run compiles afresh: no earlier guard or cache
-        torch._dynamo.reset()  # (not imported yet: nothing to reset, and a warm capture
+    if dynamo_loaded():  # each run compiles afresh: no earlier guard or cache
+        reset_dynamo()  # (not imported yet: nothing to reset, and a warm capture
         # that finds its trace cached never needs Dynamo: 0.5 s of imports saved)
     spec = load_model_file(options.model)
     model = instantiate_model(spec, resolved, torch_dtype)
@@ -89,21 +90,32 @@ def prepare_step(options: StepOptions) -> StepContext:
                        tolerance_for(torch_dtype, spec.tolerance), backend, hosts)
 
 
-def draw_alike_on_every_rank(step: StepContext) -> None:
-    """Make the i-th call of step.inputs draw the same values on every rank: the ranks of
-    one TP group see the same tokens and the same host values (sequence lengths), as a
-    scheduler hands them out. torch's, Python's and (where the model file uses it) numpy's
-    generators are seeded per call, so later calls still draw fresh values; left unseeded,
-    `random` alone would give each rank its own lengths, its own splits and collectives."""
+def draw_reproducibly(step: StepContext) -> None:
+    """Make the i-th call of step.inputs draw the same values in every run and on every
+    rank: a verdict that a CI gates on is the same on every run (a random bool's second
+    draw is not left to chance), and the ranks of one TP group see the same tokens and host
+    values (sequence lengths), as a scheduler hands them out. torch's, Python's and (where
+    the model file uses it) numpy's generators are seeded per call, so later calls still
+    draw fresh values; left unseeded, `random` alone would give each rank its own lengths,
+    its own splits and collectives."""
     counter = itertools.count()
     make = step.inputs
 
     def inputs(size: int) -> tuple:
-        seed = 10_000 + next(counter)
-        torch.manual_seed(seed)
-        random.seed(seed)
-        if (numpy := sys.modules.get("numpy")) is not None:
-            numpy.random.seed(seed)
-        return make(size)
+        # The generators are put back after the call: what runs next (a later run's
+        # build_model, in the same process) draws as it would have.
+        seed, numpy = 10_000 + next(counter), sys.modules.get("numpy")
+        saved = random.getstate(), numpy.random.get_state() if numpy is not None else None
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            random.seed(seed)
+            if numpy is not None:
+                numpy.random.seed(seed)
+            try:
+                return make(size)
+            finally:
+                random.setstate(saved[0])
+                if numpy is not None:
+                    numpy.random.set_state(saved[1])
 
     step.inputs = inputs  # type: ignore[method-assign]

@@ -101,12 +101,12 @@ _NAMESPACES: dict[str, set[str]] = {}  # what was loaded -> the namespaces it re
 def registered_namespaces(key: str, load: Callable[[], object]) -> set[str]:
     """Run `load` once per `key` (a library, a model file) and remember the op namespaces
     it registered, so a second load in the same process answers the same."""
-    import torch
+    from aclcap._compat import op_names
 
     if key not in _NAMESPACES:
-        before = set(torch._C._dispatch_get_all_op_names())
+        before = set(op_names())
         load()
-        added = set(torch._C._dispatch_get_all_op_names()) - before
+        added = set(op_names()) - before
         _NAMESPACES[key] = {name.split("::", 1)[0] for name in added}
     return _NAMESPACES[key]
 
@@ -123,7 +123,7 @@ def load_libraries(specs: list[str]) -> list[str]:
 
 def custom_namespaces() -> list[str]:
     """Every namespace with ops that does not ship with torch, for "did you mean"."""
-    import torch
+    from aclcap._compat import op_names
 
-    names = {n.split("::", 1)[0] for n in torch._C._dispatch_get_all_op_names()}
+    names = {n.split("::", 1)[0] for n in op_names()}
     return sorted(n for n in names if n not in BUILTIN_NAMESPACES)

@@ -12,12 +12,11 @@ from pathlib import Path
 def unregistered_op(model: Path | str, op: str) -> str | None:
     """None where `op` (`ns::name`) is registered after `model` is imported (once per
     process: the run reuses it), else why not and the ops nearby."""
-    import torch
-
+    from aclcap._compat import op_names
     from aclcap.loading.model_file import load_model_file
 
     load_model_file(model)
-    known = {name.split(".", 1)[0] for name in torch._C._dispatch_get_all_op_names()}
+    known = {name.split(".", 1)[0] for name in op_names()}
     return None if op in known else nearby(op, known)
 
 

@@ -11,17 +11,23 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
-import torch.fx.experimental._config as fx_config
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import (
     DimDynamic,
     ShapeEnv,
     StatelessSymbolicContext,
 )
-from torch.utils._pytree import tree_flatten, tree_map_only
 
+from aclcap._compat import (
+    OpOverload,
+    fake_tensor_mode,
+    fx_config,
+    reset_dynamo,
+    tree_flatten,
+    tree_map_only,
+)
 from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line
 from aclcap.meta.crashes import CPP_BODIES, KERNEL_STEP, composite_reason
@@ -75,7 +81,7 @@ class CheckOutcome:
 class OpCheck:
     """What every check reads (the op, its meta impl, --strict) and where it writes."""
 
-    op: torch._ops.OpOverload
+    op: OpOverload
     meta_kind: MetaKind
     meta_source: str = ""
     strict: bool = False
@@ -168,8 +174,8 @@ def check_dynamic(check: OpCheck, runs: list[RecordedCall]) -> None:
     for run in runs:
         shape_env = ShapeEnv()
         try:
-            with FakeTensorMode(shape_env=shape_env) as mode:
-                def symbolic(t: torch.Tensor, mode: FakeTensorMode = mode) -> torch.Tensor:
+            with fake_tensor_mode(shape_env=shape_env) as mode:
+                def symbolic(t: torch.Tensor, mode: Any = mode) -> torch.Tensor:
                     ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * t.dim())
                     return mode.from_tensor(t, symbolic_context=ctx)
 
@@ -280,7 +286,7 @@ def check_compile(check: OpCheck, runs: list[RecordedCall]) -> None:
     it. What fails to compile size-oblivious (Dynamo refuses an `out=` it cannot prove
     contiguous) is compiled again as torch.compile does by default before it is reported."""
     ordered = representatives(runs)
-    with fx_config.patch(backed_size_oblivious=True):
+    with fx_config().patch(backed_size_oblivious=True):
         failure = _compile_and_compare(check.op, ordered)
     if failure and failure.startswith("torch.compile("):  # not compiled, not a wrong result
         failure = _compile_and_compare(check.op, ordered)
@@ -288,9 +294,9 @@ def check_compile(check: OpCheck, runs: list[RecordedCall]) -> None:
         check.out.fail(failure)
 
 
-def _compile_and_compare(op: torch._ops.OpOverload, runs: list[RecordedCall]) -> str | None:
+def _compile_and_compare(op: OpOverload, runs: list[RecordedCall]) -> str | None:
     """The first failure over the calls, or None."""
-    torch._dynamo.reset()
+    reset_dynamo()
     compiled = torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True, dynamic=True,
                              backend="aot_eager")
     for run in runs:
@@ -310,7 +316,7 @@ def _compile_and_compare(op: torch._ops.OpOverload, runs: list[RecordedCall]) ->
     return None
 
 
-def _eager_varies(op: torch._ops.OpOverload, run: RecordedCall, index: int) -> bool:
+def _eager_varies(op: OpOverload, run: RecordedCall, index: int) -> bool:
     """Two eager runs on the same inputs disagree at leaf `index`: memory the kernel leaves
     unwritten (rows past a varlen op's last offset) or a nondeterministic kernel. Such
     values say nothing about a compiled graph."""
@@ -358,7 +364,7 @@ def _no_trace_log() -> Iterator[None]:
         log.disabled = was
 
 
-def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
+def check_op(op: str | OpOverload, samples: Iterable[SampleInput],
              checks: Iterable[str] = DEFAULT_CHECKS, *, meta_kind: MetaKind | None = None,
              meta_source: str = "", strict: bool = False,
              on_check: Callable[[str], None] | None = None) -> CheckOutcome:
@@ -370,7 +376,7 @@ def check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
         return _check_op(op, samples, checks, meta_kind, meta_source, strict, on_check)
 
 
-def _check_op(op: str | torch._ops.OpOverload, samples: Iterable[SampleInput],
+def _check_op(op: str | OpOverload, samples: Iterable[SampleInput],
               checks: Iterable[str], meta_kind: MetaKind | None, meta_source: str,
               strict: bool, on_check: Callable[[str], None] | None) -> CheckOutcome:
     overload = resolve_overload(op) if isinstance(op, str) else op

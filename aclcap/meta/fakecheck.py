@@ -16,10 +16,9 @@ from typing import Any
 
 import sympy
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
-from torch.utils._pytree import tree_flatten, tree_map_only
 
+from aclcap._compat import fake_tensor_mode, tree_flatten, tree_map_only
 from aclcap._tensors import describe
 from aclcap.errors import first_line
 
@@ -37,7 +36,7 @@ def run_fake(op: Any, args: tuple, kwargs: dict) -> tuple[Any, ShapeEnv]:
     """The fake's outputs for fake copies of the arguments (static sizes), and the ShapeEnv
     holding any data-dependent size it asked for. Raises what the fake raises."""
     shape_env = ShapeEnv(allow_dynamic_output_shape_ops=True)
-    with FakeTensorMode(shape_env=shape_env, static_shapes=True) as mode:
+    with fake_tensor_mode(shape_env=shape_env, static_shapes=True) as mode:
         fake_args, fake_kwargs = tree_map_only(torch.Tensor, mode.from_tensor, (args, kwargs))
         return op(*fake_args, **fake_kwargs), shape_env
 

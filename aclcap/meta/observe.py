@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from aclcap._compat import OpOverload
 from aclcap._tensors import clone_tensors
 from aclcap.meta.sample_inputs import SampleInput
 
@@ -102,11 +103,11 @@ class RecordedCall:
     after: SampleInput | None = None
 
 
-def qualname(op: torch._ops.OpOverload) -> str:
+def qualname(op: OpOverload) -> str:
     return f"{op._schema.name}.{op._overloadname or 'default'}"
 
 
-def bind(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list[tuple[Any, Any]]:
+def bind(op: OpOverload, args: tuple, kwargs: dict) -> list[tuple[Any, Any]]:
     """(schema argument, value) pairs, positional and keyword alike, in schema order."""
     bound = []
     for i, arg in enumerate(op._schema.arguments):
@@ -183,14 +184,14 @@ def _output_facts(out: torch.Tensor, inputs: list[tuple[str, torch.Tensor]]) -> 
     return tensor_facts(out)
 
 
-def observed_inputs(op: torch._ops.OpOverload, args: tuple, kwargs: dict, *, site: str = "",
+def observed_inputs(op: OpOverload, args: tuple, kwargs: dict, *, site: str = "",
                     phase: str = STEP) -> ObservedCall:
     """The call's inputs only (outputs None): enough for `key()`, before deciding to run."""
     return ObservedCall(qualname(op), tuple(arg_facts(a, v) for a, v in bind(op, args, kwargs)),
                         None, (), site, phase)
 
 
-def record(op: torch._ops.OpOverload, call: Callable[..., Any], args: tuple, kwargs: dict, *,
+def record(op: OpOverload, call: Callable[..., Any], args: tuple, kwargs: dict, *,
            site: str = "", phase: str = STEP) -> RecordedCall:
     """Run `call(*args, **kwargs)` on the caller's own tensors (it may write them, as the
     model's step expects) and record it: inputs cloned before, outputs, aliasing, and which
@@ -213,7 +214,7 @@ def record(op: torch._ops.OpOverload, call: Callable[..., Any], args: tuple, kwa
     return RecordedCall(observed, before, out)
 
 
-def observe(op: torch._ops.OpOverload, args: tuple, kwargs: dict | None = None, *,
+def observe(op: OpOverload, args: tuple, kwargs: dict | None = None, *,
             site: str = "", phase: str = STEP) -> RecordedCall:
     """Run the real kernel on copies of the arguments and record the whole call (`record`);
     the caller's tensors stay as they were."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from aclcap._compat import custom_op_def, custom_op_functions, dispatch_dump, python_fake
 from aclcap.meta.registrations import recorded
 from aclcap.meta.registry import OpInfo
 from aclcap.meta.sample_inputs import samples_for
@@ -91,15 +92,6 @@ def code_files(fn: Callable[..., Any]) -> set[str]:
     return {f for f in files if _yours(f)}
 
 
-def _custom_op_functions(definition: Any) -> list[Any]:
-    """Every function a torch.library.custom_op holds: its body, per-device kernels, fake,
-    autograd, torch_dispatch and vmap rules."""
-    fns = [definition._init_fn, definition._abstract_fn, definition._setup_context_fn,
-           definition._backward_fn, definition._vmap_fn,
-           *definition._backend_fns.values(), *definition._torch_dispatch_fns.values()]
-    return [fn for fn in fns if fn is not None]
-
-
 def shared_libraries(source: str, libraries: dict[str, bytes]) -> set[str] | None:
     """The loaded .so files (`libraries`: their bytes by path) built from a C++ source:
     the path a TORCH_LIBRARY macro records is compiled into the library that holds it.
@@ -115,22 +107,19 @@ def op_sources(op: OpInfo, holding: Callable[[str], set[str] | None]) -> set[str
     and the meta impl's (the .so holding a C++ registration, the file of a Python one), and
     its declared samples'. `holding(source)`: the loaded .so files built from a C++ source
     (shared_libraries), None if none. None where a registration's file cannot be told."""
-    from torch._library.custom_ops import OPDEFS
-    from torch._library.simple_registry import singleton
-
     name = op.dispatcher_name
     files: set[str] = set()
-    definition = OPDEFS.get(name)
-    for fn in _custom_op_functions(definition) if definition is not None else []:
-        files |= code_files(fn)
-    entry = singleton.get(name)
-    fake = entry.fake_impl.kernel if entry is not None else None
+    definition = custom_op_def(name)
+    for fn in custom_op_functions(definition) if definition is not None else []:
+        if fn is not None:
+            files |= code_files(fn)
+    fake = python_fake(name)
     if fake is not None:
         files |= code_files(fake.func) | {fake.source.rpartition(":")[0]}
     make_samples = samples_for(op.qualname)
     if make_samples is not None:
         files |= code_files(make_samples)
-    for key, site in _SITE.findall(torch._C._dispatch_dump(name)):
+    for key, site in _SITE.findall(dispatch_dump(name)):
         if not site.endswith(".py"):  # C++: the library it is compiled into
             so_files = holding(site)
             if so_files is None:

@@ -16,19 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch.overrides import TorchFunctionMode
 
+from aclcap._compat import OpOverload, OpOverloadPacket
 from aclcap._tensors import clone_tensors
 from aclcap.meta.observe import STEP, RecordedCall, observed_inputs, record
 
 
-def as_overload(func: Any) -> torch._ops.OpOverload | None:
+def as_overload(func: Any) -> OpOverload | None:
     """The overload a TorchFunctionMode was handed: packets (`torch.ops.ns.op(...)`) mean
     their default overload, or their only one."""
-    if isinstance(func, torch._ops.OpOverload):
+    if isinstance(func, OpOverload):
         return func
-    if isinstance(func, torch._ops.OpOverloadPacket):
+    if isinstance(func, OpOverloadPacket):
         names = func.overloads()
         return getattr(func, "default" if "default" in names else names[0]) if names else None
     return None

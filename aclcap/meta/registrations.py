@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from aclcap._compat import library_op_name
+
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _HERE = os.path.abspath(__file__)
 
@@ -48,7 +50,7 @@ def recording() -> Iterator[None]:
     def impl(self: torch.library.Library, op_name: Any, fn: Callable[..., Any],
              dispatch_key: str = "", *args: Any, **kwargs: Any) -> None:
         original(self, op_name, fn, dispatch_key, *args, **kwargs)
-        name = self._resolve_op_name(op_name, "impl")
+        name = library_op_name(self, op_name)
         name = name if "::" in name else f"{self.ns}::{name}"
         key = dispatch_key or self.dispatch_key or "CompositeImplicitAutograd"
         _RECORDED.setdefault(name, {}).setdefault(key, []).append((fn, _caller_file()))

@@ -12,6 +12,17 @@ from enum import StrEnum
 
 import torch
 
+from aclcap._compat import (
+    OpOverload,
+    custom_op_def,
+    dispatch_dump,
+    dispatch_key_names,
+    has_kernel,
+    op_names,
+    python_fake,
+    trivial_fake_possible,
+    user_fake,
+)
 from aclcap.meta.sample_inputs import samples_for
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -23,7 +34,7 @@ def _parses(key: str) -> bool:
     """Whether the dispatcher takes `key` by name (QuantizedHIP and the like it does not:
     no kernel can be registered there)."""
     try:
-        torch._C._dispatch_has_kernel_for_dispatch_key("aten::add.Tensor", key)
+        has_kernel("aten::add.Tensor", key)
     except RuntimeError:
         return False
     return True
@@ -34,7 +45,7 @@ def _backend_keys() -> tuple[str, ...]:
     CUDA, ..., PrivateUse1 where torch_npu registers, then QuantizedCPU, SparseCPU, ...),
     then the composite keys. Meta keys are the meta impl's column, AutogradCPU and the like
     no backend."""
-    names = list(torch._C.DispatchKey.__members__)
+    names = dispatch_key_names()
     keys = []
     for start, name in enumerate(names):
         if name.startswith("StartOf") and name.endswith("Backends") and "Autograd" not in name:
@@ -76,11 +87,11 @@ class OpInfo:
         """The name the dispatcher uses: no suffix for the default overload."""
         return self.qualname.removesuffix(".default")
 
-    def overload(self) -> torch._ops.OpOverload:
+    def overload(self) -> OpOverload:
         return resolve_overload(self.qualname)
 
 
-def resolve_overload(qualname: str) -> torch._ops.OpOverload:
+def resolve_overload(qualname: str) -> OpOverload:
     """`ns::name.overload` -> torch.ops.ns.name.overload; `ns::name` is the default overload
     (the form @aclcap.samples and the dispatcher take)."""
     ns, rest = qualname.split("::", 1)
@@ -90,7 +101,7 @@ def resolve_overload(qualname: str) -> torch._ops.OpOverload:
 
 def _registered_at(dispatcher_name: str, key: str) -> str:
     """file:line of the kernel registered for `key`, from the dispatcher's own table."""
-    dump = torch._C._dispatch_dump(dispatcher_name)
+    dump = dispatch_dump(dispatcher_name)
     found = re.search(rf"^{key}(?:\[alias\])?: registered at (\S+?):(\d+)", dump, re.MULTILINE)
     return f"{found.group(1)}:{found.group(2)}" if found else "unknown location"
 
@@ -102,7 +113,7 @@ def defined_at(qualname: str) -> tuple[str, int] | None:
     return (file, int(line)) if line.isdigit() else None
 
 
-def _takes_tensors(op: torch._ops.OpOverload) -> bool:
+def _takes_tensors(op: OpOverload) -> bool:
     schema = op._schema
     return any("Tensor" in str(a.type) for a in (*schema.arguments, *schema.returns))
 
@@ -120,24 +131,20 @@ def _defined_at(fn: Callable, registered: str) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else registered
 
 
-def meta_impl(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[MetaKind, str]:
+def meta_impl(dispatcher_name: str, op: OpOverload) -> tuple[MetaKind, str]:
     """(kind, source) of the op's meta impl, the source named by what it is and where."""
-    from torch._library.custom_ops import OPDEFS
-    from torch._library.simple_registry import singleton
-    from torch._library.utils import can_generate_trivial_fake_impl
-
-    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    has = has_kernel
     if not _takes_tensors(op):
         return MetaKind.NO_TENSOR, ("none needed: no Tensor in its schema, fake tensors never "
                                     "reach it")
     # custom_op always installs a placeholder Meta kernel: ask the op definition itself.
-    if dispatcher_name in OPDEFS:
-        fn = OPDEFS[dispatcher_name]._abstract_fn
+    if (definition := custom_op_def(dispatcher_name)) is not None:
+        fn = user_fake(definition)
         if fn is not None:
             code = fn.__code__
             return MetaKind.PYTHON, f"register_fake ({code.co_filename}:{code.co_firstlineno})"
     else:
-        fake = singleton.find(dispatcher_name).fake_impl.kernel
+        fake = python_fake(dispatcher_name)
         if fake is not None:
             return MetaKind.PYTHON, f"register_fake ({_defined_at(fake.func, fake.source)})"
         if has(dispatcher_name, "Meta"):
@@ -156,7 +163,7 @@ def meta_impl(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[MetaKind
             return MetaKind.COMPOSITE, f"Python composite ({site}): decomposes while tracing"
         return MetaKind.COMPOSITE_CPP, (f"C++ composite ({site}): tracing runs its C++ body on "
                                         "fake tensors")
-    if can_generate_trivial_fake_impl(op):
+    if trivial_fake_possible(op):
         return MetaKind.TRIVIAL, "none; torch generates a trivial fake (mutating op returning ())"
     return MetaKind.MISSING, "MISSING"
 
@@ -164,7 +171,7 @@ def meta_impl(dispatcher_name: str, op: torch._ops.OpOverload) -> tuple[MetaKind
 def list_ops(namespaces: list[str]) -> list[OpInfo]:
     """Every overload registered under the namespaces, sorted by name."""
     wanted = tuple(f"{ns}::" for ns in namespaces)
-    names = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith(wanted))
+    names = sorted(n for n in op_names() if n.startswith(wanted))
     ops = []
     for name in names:
         qualname = name if "." in name.split("::", 1)[1] else name + ".default"
@@ -172,7 +179,7 @@ def list_ops(namespaces: list[str]) -> list[OpInfo]:
         op = info.overload()
         info.schema = str(op._schema)
         info.kernels = [k for k in BACKEND_KEYS
-                        if torch._C._dispatch_has_kernel_for_dispatch_key(name, k)]
+                        if has_kernel(name, k)]
         info.meta_kind, info.meta_source = meta_impl(name, op)
         ops.append(info)
     return ops

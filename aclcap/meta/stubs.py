@@ -18,9 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils._pytree import tree_map_only
 
+from aclcap._compat import FunctionSchema, fake_tensor_mode, tree_map_only
 from aclcap.meta.fakecheck import compare_outputs
 from aclcap.meta.registry import OpInfo
 from aclcap.meta.sample_inputs import SampleInput, samples_for
@@ -43,7 +42,7 @@ def _pyname(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def _params(schema: torch._C.FunctionSchema) -> str:
+def _params(schema: FunctionSchema) -> str:
     parts, kwarg_only = [], False
     for arg in schema.arguments:
         if arg.kwarg_only and not kwarg_only:
@@ -76,7 +75,7 @@ def _passes(view: Callable[[torch.Tensor], torch.Tensor], position: int, index: 
     for sample, real in calls:
         real_out = real[index] if isinstance(real, (tuple, list)) else real
         try:
-            with FakeTensorMode() as mode:
+            with fake_tensor_mode() as mode:
                 args = tree_map_only(torch.Tensor, mode.from_tensor, sample.args)
                 fake = view(args[position])
         except Exception:
@@ -86,7 +85,7 @@ def _passes(view: Callable[[torch.Tensor], torch.Tensor], position: int, index: 
     return True
 
 
-def _view_expr(schema: torch._C.FunctionSchema, arg_index: int, index: int, calls: Calls
+def _view_expr(schema: FunctionSchema, arg_index: int, index: int, calls: Calls
                ) -> str | None:
     """`x.view(...)` that reproduces the real view on every sample, or None."""
     name = _pyname(schema.arguments[arg_index].name)
@@ -105,7 +104,7 @@ def _view_expr(schema: torch._C.FunctionSchema, arg_index: int, index: int, call
     return None
 
 
-def _return_expr(schema: torch._C.FunctionSchema, index: int, ret, todos: list[str],
+def _return_expr(schema: FunctionSchema, index: int, ret, todos: list[str],
                  calls: Calls) -> str:
     aliases = _alias_sets(ret.alias_info)
     label = ret.name or f"output {index}"
@@ -143,7 +142,7 @@ def sample_calls(op: OpInfo, device: str = "cpu", dtype: torch.dtype = torch.flo
         return []
 
 
-def _views_an_input(schema: torch._C.FunctionSchema) -> bool:
+def _views_an_input(schema: FunctionSchema) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 

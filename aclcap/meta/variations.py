@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import torch
 
+from aclcap._compat import OpOverload
 from aclcap.meta.observe import bind
 from aclcap.meta.sample_inputs import SampleInput
 
@@ -49,7 +50,7 @@ class _Slot:
     index: int | None
 
 
-def _slots(op: torch._ops.OpOverload, sample: SampleInput) -> list[tuple[Any, _Slot, Any]]:
+def _slots(op: OpOverload, sample: SampleInput) -> list[tuple[Any, _Slot, Any]]:
     """(schema argument, its slot, its value) for every argument the sample passes."""
     return [(arg, _Slot(arg.name, i if i < len(sample.args) else None), value)
             for i, (arg, value) in enumerate(bind(op, sample.args, sample.kwargs))]
@@ -100,7 +101,7 @@ def _bytes_after(t: torch.Tensor, dims: Sequence[int], new_size: int) -> int:
     return n
 
 
-def vary_dim(op: torch._ops.OpOverload, sample: SampleInput, arg: str, dim: int,
+def vary_dim(op: OpOverload, sample: SampleInput, arg: str, dim: int,
              new_size: int, *, alone: bool = False) -> SampleInput | None:
     """The sample with dim `dim` of tensor argument `arg` set to `new_size`, and with it
     every dim of every tensor argument, and every int argument, that had the same size
@@ -109,7 +110,7 @@ def vary_dim(op: torch._ops.OpOverload, sample: SampleInput, arg: str, dim: int,
     return _vary_dim(op, sample, arg, dim, new_size, alone)[0]
 
 
-def _vary_dim(op: torch._ops.OpOverload, sample: SampleInput, arg: str, dim: int,
+def _vary_dim(op: OpOverload, sample: SampleInput, arg: str, dim: int,
               new_size: int, alone: bool) -> tuple[SampleInput | None, list[str]]:
     slots = _slots(op, sample)
     target = next((v for a, _, v in slots if a.name == arg), None)
@@ -195,7 +196,7 @@ def new_sizes(size: int) -> list[int]:
     return sizes
 
 
-def _tensor_dims(op: torch._ops.OpOverload, sample: SampleInput
+def _tensor_dims(op: OpOverload, sample: SampleInput
                  ) -> dict[int, list[tuple[str, int]]]:
     """Each distinct dim size -> the (argument, dim) pairs holding it, in schema order."""
     groups: dict[int, list[tuple[str, int]]] = {}
@@ -206,7 +207,7 @@ def _tensor_dims(op: torch._ops.OpOverload, sample: SampleInput
     return groups
 
 
-def _shared_dim_variations(op: torch._ops.OpOverload, sample: SampleInput
+def _shared_dim_variations(op: OpOverload, sample: SampleInput
                            ) -> Iterator[Variation]:
     """Each distinct size changed in every tensor (and int argument) holding it."""
     for size, members in _tensor_dims(op, sample).items():
@@ -217,7 +218,7 @@ def _shared_dim_variations(op: torch._ops.OpOverload, sample: SampleInput
                 yield Variation(varied, f"{', '.join(changed)}: {size} -> {new_size}", "dim")
 
 
-def _odd_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+def _odd_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """Every even size of the first tensor made odd at once (with every tensor sharing it):
     one size changed at a time keeps a numel even, and then (numel + 1) // 2 and
     numel // 2 (packed 4-bit storage) look alike."""
@@ -234,7 +235,7 @@ def _odd_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[V
         yield Variation(varied, f"{arg}: every even size made odd", "dim")
 
 
-def _alone_dim_variations(op: torch._ops.OpOverload, sample: SampleInput
+def _alone_dim_variations(op: OpOverload, sample: SampleInput
                           ) -> Iterator[Variation]:
     """Each dim that shares its size with another changed alone: tells tied dims (the
     kernel rejects the call) from independent ones (equal head dims of q and v)."""
@@ -251,7 +252,7 @@ def _alone_dim_variations(op: torch._ops.OpOverload, sample: SampleInput
                 yield Variation(sample, what, TIED)
 
 
-def _int_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+def _int_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """Int arguments and elements of int[] arguments, x2 and +1 (0 only +1; negative
     values are sentinels such as -1 and stay)."""
     for a, slot, value in _slots(op, sample):
@@ -271,7 +272,7 @@ def _int_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[
                                             f"{a.name}[{i}]: {v} -> {new}", "int")
 
 
-def _float_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+def _float_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """Float arguments negated and zeroed (0 becomes 1 and -1): where an optional output
     depends on one (`None if scale_ub > 0`), these calls tell `> 0` from `!= 0`."""
     for a, slot, value in _slots(op, sample):
@@ -281,7 +282,7 @@ def _float_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterato
                                 "float")
 
 
-def _dtype_variations(op: torch._ops.OpOverload, sample: SampleInput,
+def _dtype_variations(op: OpOverload, sample: SampleInput,
                       dtypes: Sequence[torch.dtype]) -> Iterator[Variation]:
     """The sample's main float dtype (the most common among its tensors) swapped for each
     other one, in those tensors only: float32 scales next to bfloat16 activations stay;
@@ -317,7 +318,7 @@ def _dtype_variations(op: torch._ops.OpOverload, sample: SampleInput,
                                         f"{_name(dtype)}", "dtype")
 
 
-def _values_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+def _values_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """The same shapes with other values: each tensor's elements drawn again from its own
     (with replacement, seeded), so index values stay valid while counts change. An
     output size that differs between the two calls follows the data."""
@@ -333,7 +334,7 @@ def _values_variation(op: torch._ops.OpOverload, sample: SampleInput) -> Iterato
                         f"{', '.join(s.name for s in new)}: {VALUES_REDRAWN}", "values")
 
 
-def _rank_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator[Variation]:
+def _rank_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """The tensors that share the leading (token) dim of the first tensor of rank 2 or more,
     with a leading dim added, their first two dims merged, or their leading dim dropped:
     an op that keeps any rank (`x.shape`, `x.numel() // x.shape[-1]`) shows it here."""
@@ -357,7 +358,7 @@ def _rank_variations(op: torch._ops.OpOverload, sample: SampleInput) -> Iterator
         yield Variation(_replace(sample, dropped), f"{names}: leading dim dropped", "rank")
 
 
-def _layout_variations(op: torch._ops.OpOverload, sample: SampleInput
+def _layout_variations(op: OpOverload, sample: SampleInput
                        ) -> Iterator[Variation]:
     """Each tensor of rank 2 or more, same shape and values, laid out otherwise: its last two
     dims transposed in memory, rows strided (a slice of a wider tensor), channels-last for
@@ -381,7 +382,7 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def variations(op: torch._ops.OpOverload, sample: SampleInput,
+def variations(op: OpOverload, sample: SampleInput,
                dtypes: Sequence[torch.dtype] = FLOAT_DTYPES,
                limit: int = MAX_VARIATIONS) -> Iterator[Variation]:
     """Every variation of `sample`, at most `limit`: the values redrawn, then each kind

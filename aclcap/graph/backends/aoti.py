@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
 from aclcap import _version
+from aclcap._compat import OpOverload, aoti_compile_and_package, aoti_package_loader, pytree
 from aclcap.build import cache_root
 from aclcap.cache_budget import prune, touch
 from aclcap.errors import CaptureError, first_line, value_dependent
@@ -101,7 +101,7 @@ def _custom_op_calls(exported: torch.export.ExportedProgram) -> list[str]:
     parts = []
     for node in exported.graph_module.graph.nodes:
         for op in (node.target, *node.args):
-            if isinstance(op, torch._ops.OpOverload) and op.namespace not in BUILTIN_NAMESPACES:
+            if isinstance(op, OpOverload) and op.namespace not in BUILTIN_NAMESPACES:
                 parts.append(f"{op._schema} -> {_fake_facts(node.meta.get('val'))}")
     return parts
 
@@ -241,7 +241,7 @@ class AotiBackend:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(f".{os.getpid()}.partial.pt2")
         try:
-            torch._inductor.aoti_compile_and_package(
+            aoti_compile_and_package(
                 exported, package_path=str(partial),
                 inductor_configs=self.options.inductor_configs())  # it adds keys to the dict
         except Exception as exc:
@@ -367,13 +367,13 @@ def _range_facts(size_range: SizeRange, sizes: list[int], facts: dict[str, Any]
 
 
 def load_artifact(path: Path) -> Any:
-    """The artifact's loader (torch._C._aoti.AOTIModelPackageLoader), made directly rather
+    """The artifact's loader (AOTIModelPackageLoader), made directly rather
     than by aoti_load_package: that one first asks Inductor which vector ISA this machine
     compiles for, only to warn on a mismatch with the artifact's, and finding out builds
     and dlopens a probe library per ISA in child processes (3.3 s on this loaded 2-core
     machine, the largest part of a warm run's load). The CPU capability is in the cache key
     instead (`program_key`), so a mismatched artifact is never looked up."""
-    loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+    loader = aoti_package_loader(str(path))
     touch(path)  # used now: the cache's budget removes the least recently used first
     return loader
 

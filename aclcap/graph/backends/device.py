@@ -32,8 +32,7 @@ WARMUP_STEPS = 3
 
 def _compile_count() -> tuple[int, int]:
     """Dynamo's frame and graph counters: they move when anything compiles."""
-    from torch._dynamo.utils import counters
-
+    counters = _compat.dynamo_counters()
     return sum(counters["frames"].values()), counters["stats"]["unique_graphs"]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.export import Dim
 
+from aclcap._compat import frame_compiler
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.aoti import AotiBackend
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
@@ -57,13 +58,12 @@ def _learn_host_symbols(step: StepContext, size: int) -> None:
     item) input that changed is traced as a symbol from then on, in every later compile of
     the step (until Dynamo is reset). The split step then hands a splitting op this step's
     host values, not the trace's: an op run eagerly between pieces gets them live."""
-    from torch._dynamo import convert_frame, reset_code
-
+    convert_frame, reset_code = frame_compiler()
     probe = torch.compile(step.model, backend="eager")
     with torch.no_grad():
         for _ in range(2):
             probe(*mark_size_dims(step.inputs(size), step.dims, size))
-    # The probe's compiled code goes (as torch._dynamo.reset_code_caches drops it, without
+    # The probe's compiled code goes (as Dynamo's reset_code_caches drops it, without
     # the automatic-dynamic state that function drops too): the step's first compile is
     # then a first compile in the compile log, not a backend mismatch.
     for weak in convert_frame.input_codes.seen + convert_frame.output_codes.seen:

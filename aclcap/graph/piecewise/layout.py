@@ -11,11 +11,13 @@ from __future__ import annotations
 import sympy
 import torch
 
+from aclcap._compat import has_internal_overlap
+
 
 def same_layout(t: torch.Tensor) -> torch.Tensor:
     """A copy with `t`'s strides (a clone of a non-dense view is contiguous); a tensor whose
     elements overlap (an expanded one) cannot be written in its layout: a contiguous copy."""
-    if torch._debug_has_internal_overlap(t) != 0:
+    if has_internal_overlap(t):
         return t.clone(memory_format=torch.contiguous_format)
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
 

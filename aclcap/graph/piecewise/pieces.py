@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from aclcap._compat import TorchDispatchMode
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.piecewise.layout import expected_strides, in_layout
 from aclcap.graph.piecewise.split import Piece, node_site, splits_on

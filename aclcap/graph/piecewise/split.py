@@ -22,21 +22,23 @@ import torch
 from torch.fx.passes.split_module import split_module
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from aclcap._compat import OpOverload, OpOverloadPacket
+
 
 def op_name(target: Any) -> str | None:
     """`ns::op` of an op call in an FX graph (a packet or an overload), else None."""
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, OpOverload):
         return target._schema.name
-    if isinstance(target, torch._ops.OpOverloadPacket):
+    if isinstance(target, OpOverloadPacket):
         return target._qualified_op_name
     return None
 
 
 def _tagged_unsafe(target: Any) -> bool:
     """torch.Tag.cudagraph_unsafe on the overload (or any overload of the packet)."""
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, OpOverload):
         return torch.Tag.cudagraph_unsafe in target.tags
-    if isinstance(target, torch._ops.OpOverloadPacket):
+    if isinstance(target, OpOverloadPacket):
         return any(torch.Tag.cudagraph_unsafe in getattr(target, o).tags
                    for o in target.overloads())
     return False

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
+from aclcap._compat import OpOverload, SchemaArgument
 from aclcap.meta.observe import ObservedCall, TensorFacts
 from aclcap.meta.synthesize.expr_search import evaluate, search, size, terms
 from aclcap.meta.synthesize.rules import (
@@ -54,7 +55,7 @@ def held_out(n: int) -> list[int]:
     return [i for i in range(n) if i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1] if n >= 3 else []
 
 
-def _tensor_return(ret: torch._C.Argument) -> bool:
+def _tensor_return(ret: SchemaArgument) -> bool:
     return str(ret.type) in ("Tensor", "Optional[Tensor]")
 
 
@@ -429,7 +430,7 @@ def _unproven(calls: Sequence[ObservedCall], outputs: list[OutputRule],
     return found
 
 
-def infer(op: torch._ops.OpOverload, calls: Sequence[ObservedCall],
+def infer(op: OpOverload, calls: Sequence[ObservedCall],
           rejected: Sequence[str] = ()) -> OpRule:
     """The rule every call agrees with: output shapes, dtypes, layouts and aliasing, the
     arguments written, and what the schema leaves unsaid. `calls` are real calls with

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from aclcap._compat import OpOverload
 from aclcap.errors import first_line
 from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.observe import (
@@ -79,7 +80,7 @@ def sources(qualname: str, device: str, dtypes: Sequence[torch.dtype],
     return made
 
 
-def candidates(op: torch._ops.OpOverload, samples: Sequence[Source]
+def candidates(op: OpOverload, samples: Sequence[Source]
                ) -> Iterator[tuple[SampleInput | None, str, str, str]]:
     """(sample, phase, site, description) of every call to try: each sample, then its
     variations, in a fixed order; sample None (phase TIED) for a dim changed alone that an
@@ -106,7 +107,7 @@ def crashed_call(step: str | None) -> tuple[int, str] | None:
     return int(index), what
 
 
-def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: bool = False,
+def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = False,
                limit: int = MAX_CALLS, skip: Collection[int] = (),
                announce: Callable[[str], None] | None = None) -> Observation:
     """Run the kernel on every candidate call (up to `limit` accepted) but those in `skip`
@@ -146,7 +147,7 @@ def observe_op(op: torch._ops.OpOverload, samples: Sequence[Source], diff_meta: 
     return seen
 
 
-def samples_by_key(op: torch._ops.OpOverload, samples: Sequence[Source], keys: set[str]
+def samples_by_key(op: OpOverload, samples: Sequence[Source], keys: set[str]
                    ) -> list[SampleInput]:
     """The candidate calls whose keys are in `keys`, once each: the held-out calls again."""
     found: dict[str, SampleInput] = {}

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
+from aclcap._compat import FunctionSchema, OpOverload, parse_schema
 
 # torch type classes -> the schema's spelling; any other (ScalarType, Layout,
 # MemoryFormat: a generic `Type`) prints as itself.
@@ -56,13 +56,13 @@ class OpSchema:
     returns: tuple[ArgSpec, ...]  # names are "" where the schema gives none
 
     @classmethod
-    def of(cls, op: torch._ops.OpOverload) -> OpSchema:
+    def of(cls, op: OpOverload) -> OpSchema:
         return from_torch(op._schema)
 
     @classmethod
     def parse(cls, text: str) -> OpSchema:
         """From a schema line a person wrote (tests, answer keys): torch parses it."""
-        return from_torch(torch._C.parse_schema(text))
+        return from_torch(parse_schema(text))
 
     def arg(self, name: str) -> ArgSpec:
         return next(a for a in self.args if a.name == name)
@@ -129,7 +129,7 @@ def _spec(arg: Any) -> ArgSpec:
                    has_default and "ScalarType" in str(arg.real_type))
 
 
-def from_torch(schema: torch._C.FunctionSchema) -> OpSchema:
+def from_torch(schema: FunctionSchema) -> OpSchema:
     """Alias sets keep their letters; unnamed ones (`$0`) get the next free letter."""
     specs = [_spec(a) for a in (*schema.arguments, *schema.returns)]
     raw = list(dict.fromkeys(s.alias_set for s in specs if s.alias_set is not None))

@@ -10,7 +10,7 @@ have alias annotations"): those two are left out and the verdict says so."""
 
 from __future__ import annotations
 
-import torch
+from aclcap._compat import OpOverload
 
 BATTERY = ("fake_vs_real", "meta_device", "dynamic_shapes", "opcheck", "fullgraph_compile")
 ALIAS_SKIP_REASON = ("torch.compile and opcheck's test_aot_dispatch_dynamic skipped: torch "
@@ -22,7 +22,7 @@ IN_WORDS = {"fake_vs_real": "fake vs real", "meta_device": "meta device",
             "opcheck_no_aot": "opcheck"}
 
 
-def battery(op: torch._ops.OpOverload) -> tuple[tuple[str, ...], list[str]]:
+def battery(op: OpOverload) -> tuple[tuple[str, ...], list[str]]:
     """The checks to run on `op`'s synthesized meta, and what was left out, in words."""
     if not any(r.alias_info is not None for r in op._schema.returns):
         return BATTERY, []

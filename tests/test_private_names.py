@@ -1,0 +1,92 @@
+"""Private torch names live in aclcap/_compat.py alone, each with its fallback for the
+torch releases that lack it (2.11 lacks `Library._resolve_op_name`, which once broke every
+check-meta there). A name used anywhere else fails here; a new one in _compat.py fails
+until it is added to the list below, so it is seen in review."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.conftest import ROOT
+
+COMPAT = ROOT / "aclcap" / "_compat.py"
+# What _compat.py touches, each checked on 2.11 and the newest torch by
+# scripts/compat_check.sh.
+EXPECTED = [
+    # Attributes of a torch.library.custom_op's definition (CustomOpDef), and the Library
+    # method 2.11 and 2.12 lack (library_op_name falls back).
+    "_abstract_fn", "_backend_fns", "_backward_fn", "_init_fn", "_resolve_op_name",
+    "_setup_context_fn", "_torch_dispatch_fns", "_vmap_fn",
+    "_codegen",  # torch.fx.Graph's
+    "torch._C.Argument", "torch._C.DispatchKey.__members__", "torch._C.FunctionSchema",
+    "torch._C._aoti.AOTIModelPackageLoader", "torch._C._dispatch_dump",
+    "torch._C._dispatch_get_all_op_names", "torch._C._dispatch_has_kernel_for_dispatch_key",
+    "torch._C.parse_schema", "torch._debug_has_internal_overlap",
+    "torch._dynamo", "torch._dynamo.convert_frame", "torch._dynamo.list_backends",
+    "torch._dynamo.lookup_backend", "torch._dynamo.mark_dynamic",
+    "torch._dynamo.maybe_mark_dynamic", "torch._dynamo.reset", "torch._dynamo.reset_code",
+    "torch._dynamo.utils.counters", "torch._dynamo.utils.guard_failures",
+    "torch._inductor", "torch._inductor.aoti_compile_and_package",
+    "torch._library.custom_ops.OPDEFS", "torch._library.simple_registry.singleton",
+    "torch._library.utils.can_generate_trivial_fake_impl", "torch._logging.set_logs",
+    "torch._ops.OpOverload", "torch._ops.OpOverloadPacket",
+    "torch._subclasses.fake_tensor.FakeTensorMode",
+    "torch.distributed._functional_collectives.AsyncCollectiveTensor",
+    "torch.fx.experimental._config", "torch.utils._python_dispatch.TorchDispatchMode",
+    "torch.utils._pytree", "torch.utils._sympy.numbers.int_oo",
+]
+# Attributes of torch's op objects read all over the package: the same since torch 1.x on
+# every OpOverload (`_schema`, `_overloadname`) and packet (`_qualified_op_name`), which
+# have no public spelling of them; allowed, not wrapped.
+OP_ATTRIBUTES = {"_schema", "_overloadname", "_qualified_op_name"}
+# Private attributes that are not torch's: sys._getframe, os._exit, multiprocessing's fork
+# server (_forkserver.py), aclcap's own marker on a model module.
+NOT_TORCH = {"_getframe", "_exit", "_forkserver", "_forkserver_pid", "_aclcap_source_sha256"}
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def _names(tree: ast.AST) -> set[str]:
+    """Private names a module touches: whole `torch.` chains and torch imports with a
+    private part, and `_` attributes read off any object but `self`/`cls`, by `.` or by
+    getattr with a literal name."""
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
+            names |= {f"{node.module}.{a.name}" for a in node.names
+                      if any(map(_private, f"{node.module}.{a.name}".split(".")))}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names
+                      if a.name.startswith("torch") and any(map(_private, a.name.split(".")))}
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" \
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
+                and _private(str(node.args[1].value)):
+            names.add(str(node.args[1].value))  # getattr(lib, "_resolve_op_name", None)
+        elif isinstance(node, ast.Attribute) and id(node) not in inner:
+            chain, base = [node.attr], node.value
+            while isinstance(base, ast.Attribute):
+                chain.insert(0, base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id == "torch":
+                if any(map(_private, chain)):
+                    names.add(".".join(["torch", *chain]))
+            elif isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                continue
+            else:
+                names |= {part for part in chain if _private(part)}
+    return names - OP_ATTRIBUTES - NOT_TORCH
+
+
+def test_no_module_but_compat_touches_a_private_torch_name():
+    found = {}
+    for path in sorted([*(ROOT / "aclcap").rglob("*.py"), *(ROOT / "aclcap_ops").rglob("*.py")]):
+        if path != COMPAT and (names := _names(ast.parse(path.read_text()))):
+            found[str(path.relative_to(ROOT))] = sorted(names)
+    assert found == {}, f"private names outside aclcap/_compat.py: {found}"
+
+
+def test_compat_lists_every_private_torch_name_it_touches():
+    assert sorted(_names(ast.parse(COMPAT.read_text()))) == sorted(EXPECTED)
