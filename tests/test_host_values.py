@@ -148,3 +148,43 @@ def test_tensor_lengths_pass_both_modes():
                      "--json", "-")
         assert run.code == 0, run.stdout
         assert run.json()["frozen_values"] == []
+
+
+def test_a_random_bool_that_changes_the_result_fails_on_every_run():
+    """A per-step bool drawn at random: each replay's draw is chosen to flip it, and the
+    draws are seeded, so the verdict is the same on every run (it flipped between 0 and 1
+    while a second draw equalled the first half the time)."""
+    runs = [aclcap("capture", str(MODELS / "host_bool_bias.py"), "--shapes", "2", "--json", "-")
+            for _ in range(3)]
+    assert [r.code for r in runs] == [1, 1, 1]
+    docs = [r.json() for r in runs]
+    # The same draws every run (the weights are the model file's own, unseeded).
+    assert all(d["results"][0]["reasons"][0] == docs[0]["results"][0]["reasons"][0]
+               for d in docs)
+    (frozen,) = docs[0]["frozen_values"]
+    assert frozen["arg"] == "add_bias" and frozen["changes_result"]
+    assert frozen["captured"] is not frozen["this_step"]
+    assert docs[0]["host_constants"] == {}
+
+
+def test_only_the_host_values_that_change_the_result_are_blamed():
+    run = aclcap("capture", str(MODELS / "host_four_values.py"), "--shapes", "2", "--json", "-")
+    assert run.code == 1
+    blamed = {f["arg"]: f["changes_result"] for f in run.json()["frozen_values"]}
+    assert blamed == {"seq_lens": True, "temperature": True, "max_seq_len": False,
+                      "num_splits": False}
+    reasons = run.json()["results"][0]["reasons"]
+    assert [r.split(" at host_four")[0] for r in reasons if r.startswith("frozen at")] == [
+        "frozen at capture: host_four::attend(seq_lens)",
+        "frozen at capture: host_four::attend(temperature)"]
+
+
+def test_a_draw_is_chosen_to_change_every_host_value_or_says_which_it_could_not():
+    from aclcap.capture.fresh import VARY_TRIES, varied_draw
+
+    draws = iter([(0, True, 5), (0, False, 5), (0, False, 6)])
+    args, same = varied_draw(lambda: next(draws), (0, True, 5), [1, 2])
+    assert args == (0, False, 6) and same == []
+    calls = []
+    args, same = varied_draw(lambda: calls.append(1) or (0, True, 5), (0, True, 5), [1, 2])
+    assert same == [1, 2] and len(calls) == VARY_TRIES

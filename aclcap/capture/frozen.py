@@ -132,11 +132,15 @@ class HostValues:
     def present(self) -> bool:
         return bool(self.hosts or self.reads)
 
+    def _input_of(self, captured: Any, draw: tuple) -> int | None:
+        """The host input an argument's captured value came from, where one holds it."""
+        return next((i for i in self.hosts if same_numbers(draw[i], captured) or (
+            isinstance(captured, list) and any(same_numbers(draw[i], c) for c in captured))),
+            None)
+
     def _source(self, captured: Any, draw: tuple, record: StepRecord) -> str:
-        for i in self.hosts:
-            if same_numbers(draw[i], captured) or (isinstance(captured, list) and any(
-                    same_numbers(draw[i], c) for c in captured)):
-                return f"input {self.names[i]}"
+        if (i := self._input_of(captured, draw)) is not None:
+            return f"input {self.names[i]}"
         for read in record.reads:
             if same_numbers(read.value, captured):
                 return f"host read {read.what} at {read.where()}"
@@ -154,10 +158,14 @@ class HostValues:
                      if same_value(v, value) or (isinstance(v, list) and v == list(value))}
         return keys
 
-    def at_size(self, size: int, captured: tuple, draws: list[tuple], ok: list[bool]
-                ) -> list[FrozenValue]:
+    def at_size(self, size: int, captured: tuple, draws: list[tuple], ok: list[bool],
+                alone: dict[int, bool] | None = None) -> list[FrozenValue]:
         """Every host-fed argument at this size: captured vs each replay's draw, the first
-        replay it differs in (a failing one first), or its value in every draw."""
+        replay it differs in (a failing one first), or its value in every draw. `alone`:
+        per host input, whether a replay with only that input changed differs from eager;
+        an argument fed by one of them changes the result only as its input does, so a
+        harmless value is never blamed beside a harmful one."""
+        alone = alone or {}
         for i in self.hosts:
             self.seen[i] += [captured[i], *(d[i] for d in draws)]
         at_capture = record_step(self.model, captured, self.model_file)
@@ -176,10 +184,12 @@ class HostValues:
                 differs = not same_value(was, now)
                 if key in found and not differs:
                     continue
+                source = self._input_of(_one(was), captured)
+                harmful = alone.get(source, not ok[i]) if source is not None else not ok[i]
                 found[key] = FrozenValue(
                     size, call.op, key[1], key[2], key[3], call.site.code if call.site else "",
                     self._source(_one(was), captured, at_capture), _one(was), _one(now),
-                    differs and not ok[i], call.op not in self.eager_ops)
+                    differs and harmful, call.op not in self.eager_ops)
         return sorted(found.values(), key=lambda f: (not f.frozen, "::" not in f.op
                                                      or f.op.startswith("aten::"), f.line or 0))
 

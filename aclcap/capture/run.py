@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aclcap.capture import trace_cache
-from aclcap.capture.fresh import STALE_INPUTS, inputs_are_fresh
+from aclcap.capture.fresh import STALE_INPUTS, VARY_TRIES, inputs_are_fresh, varied_draw
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
 from aclcap.capture.replay import replay_check
@@ -18,7 +18,8 @@ from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import Compile, CompileLog
 from aclcap.graph.padding import padded_sizes
-from aclcap.graph.step import StepContext, prepare_step
+from aclcap.graph.step import StepContext, draw_reproducibly, prepare_step
+from aclcap.host_values import same_value, show
 from aclcap.status import Status
 
 REPLAYS = 2  # a graph must match eager on every replay, not only the first
@@ -119,11 +120,34 @@ def failed_rows(sizes: list[int], mechanism: str, reasons: list[str]) -> list[Ca
             for s in sizes]
 
 
-def _draws(step: StepContext, size: int) -> tuple[list[tuple], bool]:
-    """REPLAYS calls of make_inputs(size), and whether they differ (compared before any
-    replay or eager step can mutate them)."""
-    draws = [step.inputs(size) for _ in range(REPLAYS)]
-    return draws, inputs_are_fresh(draws[0], draws[1])
+def _draws(step: StepContext, size: int, captured: tuple | None = None
+           ) -> tuple[list[tuple], bool, list[int]]:
+    """REPLAYS calls of make_inputs(size), each with every host value changed from
+    `captured` where a draw allows it; whether they differ (compared before any replay or
+    eager step can mutate them); the host inputs no draw varied."""
+    hosts = step.hosts if captured is not None else ()
+    draws, unvaried = [], set(hosts)
+    for _ in range(REPLAYS):
+        args, same = varied_draw(lambda: step.inputs(size), captured or (), hosts)
+        draws.append(args)
+        unvaried &= set(same)
+    return draws, inputs_are_fresh(draws[0], draws[1]), sorted(unvaried)
+
+
+def _changes_alone(step: StepContext, cap: Captured, draw: tuple) -> dict[int, bool]:
+    """Per host input that `draw` changed from the capture's, whether a replay with only
+    that input changed (the others as captured) differs from eager: the cause per input
+    where several changed at once."""
+    assert cap.draw is not None
+    changed = [i for i in step.hosts if not same_value(draw[i], cap.draw[i])]
+    if len(changed) < 2:
+        return {}
+    alone = {}
+    for i in changed:
+        mixed = tuple(cap.draw[k] if k in step.hosts and k != i else a
+                      for k, a in enumerate(draw))
+        alone[i] = not replay_check(step, cap, mixed).ok
+    return alone
 
 
 def _fresh(row: CaptureRow, fresh: bool) -> CaptureRow:
@@ -137,7 +161,7 @@ def _replay_row(step: StepContext, cap: Captured, mechanism: str,
     """REPLAYS replays on different fresh inputs; says so when only the first (or only a
     later) one differs: state that is stale at first replay, or leaks between replays.
     With host values, the frozen arguments whose values differ from the capture's lead."""
-    draws, fresh = _draws(step, cap.size)
+    draws, fresh, unvaried = _draws(step, cap.size, cap.draw)
     checks = [replay_check(step, cap, args, step.spec.logits) for args in draws]
     reasons = [f"replay {i + 1}: {reason}" for i, c in enumerate(checks) for reason in c.reasons]
     bad = [not c.ok for c in checks]
@@ -145,8 +169,14 @@ def _replay_row(step: StepContext, cap: Captured, mechanism: str,
         reasons.insert(0, "the first replay differs from eager, later ones match")
     elif not bad[0] and any(bad[1:]):
         reasons.insert(0, "the first replay matches eager, a later one differs")
-    frozen = host.at_size(cap.size, cap.draw, draws, [not b for b in bad]) \
-        if host is not None and host.hosts and cap.draw is not None else []
+    frozen, warnings = [], []
+    if host is not None and host.hosts and cap.draw is not None:
+        failing = next((d for d, b in zip(draws, bad, strict=True) if b), None)
+        alone = _changes_alone(step, cap, failing) if failing is not None else {}
+        frozen = host.at_size(cap.size, cap.draw, draws, [not b for b in bad], alone)
+        warnings = [f"input {host.names[i]} kept its captured value {show(cap.draw[i])} in "
+                    f"{VARY_TRIES} draws: no replay tested it frozen (unproven for it)"
+                    for i in unvaried]
     reasons = stale_reasons(frozen, step.device) + reasons
     lps = [c.logprobs for c in checks if c.logprobs is not None]
     row = _fresh(CaptureRow(
@@ -157,6 +187,7 @@ def _replay_row(step: StepContext, cap: Captured, mechanism: str,
         token_agreement=min(lp.token_agreement for lp in lps) if lps else None,
         max_logprob_err=max(lp.max_logprob_err for lp in lps) if lps else None), fresh)
     row.frozen_values = frozen
+    row.warnings += warnings
     return row
 
 
@@ -164,7 +195,7 @@ def _pad_rows(step: StepContext, captured: dict[int, Captured], mechanism: str
               ) -> list[CaptureRow]:
     rows = []
     for size, target in padded_sizes(list(captured)).items():
-        draws, fresh = _draws(step, size)
+        draws, fresh, _ = _draws(step, size)
         check = replay_check(step, captured[target], draws[0])
         rows.append(_fresh(CaptureRow(size, mechanism, None, None,
                                       check.comparison.max_abs_err,
@@ -181,6 +212,7 @@ def run_capture(options: CaptureOptions,
     size, padded sizes, bisection."""
     started = time.perf_counter()
     step = prepare_step(options)
+    draw_reproducibly(step)
     prepared = time.perf_counter() - started
     report = capture_step(step, options, on_progress)
     report.phases_s = {"prepare": round(prepared, 3), **report.phases_s}
