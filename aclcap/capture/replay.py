@@ -15,6 +15,7 @@ from aclcap.capture.compare import Comparison, compare
 from aclcap.graph.backends.base import Captured
 from aclcap.graph.padding import cut_outputs, pad_to, unpad
 from aclcap.graph.step import StepContext
+from aclcap.size_dims import size_from
 
 
 @dataclass
@@ -73,7 +74,7 @@ def replay_check(step: StepContext, cap: Captured, args: tuple, logits: bool = F
                  ) -> ReplayCheck:
     """Replay `cap` on a copy of `args` (padded up to its size when `args` are smaller) and
     compare with eager on `args` itself, both from the same model state."""
-    size = next((a.shape[d] if isinstance(a, torch.Tensor) else len(a)
+    size = next((size_from(d, a.shape[d] if isinstance(a, torch.Tensor) else len(a))
                  for a, ds in zip(args, step.dims, strict=True) for d in ds), cap.size)
     want_out, want_args, mutated, want_buffers = _eager_from_same_state(step.model, args)
     got_args = clone_tensors(args)

@@ -16,6 +16,7 @@ import torch
 from aclcap._compat import OpOverload, int_oo
 from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, first_line
+from aclcap.size_dims import SizeDim, sizes_within
 
 # What a GraphModule already has: unlifting the exported state onto one (AOTInductor, and
 # ExportedProgram.module()) fails on a parameter or buffer of the same name with
@@ -76,7 +77,7 @@ def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
     takes as trailing inputs (`_export_state`)."""
     # A host value is a constant of the program (frozen, as a device graph freezes it): no
     # dim of it is dynamic, and a list needs one entry per item to match its structure.
-    dynamic = tuple(({d: dim for d in ds} or None) if isinstance(a, torch.Tensor) else
+    dynamic = tuple(({d: _derived(d, dim) for d in ds} or None) if isinstance(a, torch.Tensor) else
                     [None] * len(a) if isinstance(a, (list, tuple)) else None
                     for a, ds in zip(args, dims, strict=True)) if dim is not None else None
     module = _SafeNames(model, lifted) if lifted else exportable(model)
@@ -87,6 +88,18 @@ def _export(model: torch.nn.Module, args: tuple, dims: list[list[int]], dim: Any
     with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
         return torch.export.export(module, clone_tensors(tuple(args)) + tuple(
             buffers[name].clone() for name in lifted), dynamic_shapes=dynamic)
+
+
+def _derived(d: int, dim: Any) -> Any:
+    """The export dim of a size dim: `dim` itself, or `scale * dim + offset` for an affine
+    one (offsets: `tokens + 1`); a hint (Dim.AUTO) stands for every dim as it is."""
+    if not isinstance(d, SizeDim) or d.is_size:
+        return dim
+    try:
+        return (dim * d.scale if d.scale != 1 else dim) + d.offset if d.offset else \
+            dim * d.scale
+    except TypeError:  # Dim.AUTO: export finds the relation itself
+        return dim
 
 
 def export_step(model: torch.nn.Module, args: tuple, dims: list[list[int]]
@@ -189,8 +202,11 @@ def _size_range(program: torch.export.ExportedProgram, example: tuple, dims: lis
             if isinstance(value, int):
                 r_lo, r_hi = value, value
             else:
-                vr = program.range_constraints[value.node.expr]
+                vr = program.range_constraints.get(value.node.expr)
+                if vr is None:  # a dim derived from another one (offsets: tokens + 1)
+                    continue
                 r_lo, r_hi = int(vr.lower), None if vr.upper == infinity else int(vr.upper)
+            r_lo, r_hi = sizes_within(d, r_lo, r_hi)
             lo = max(lo, r_lo)
             hi = r_hi if hi is None else hi if r_hi is None else min(hi, r_hi)
     return lo, hi

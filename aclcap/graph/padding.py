@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from aclcap.size_dims import extent_of
+
 
 def padded_sizes(capture_sizes: list[int]) -> dict[int, int]:
     """Each size between the capture sizes -> the capture size it is padded up to."""
@@ -26,11 +28,13 @@ def pad_to(args: tuple, dims: list[list[int]], size: int, target: int) -> tuple:
     padded = []
     for t, ds in zip(args, dims, strict=True):
         if not isinstance(t, torch.Tensor):
-            padded.append(type(t)([*t, *[t[-1]] * (target - size)]) if ds else t)
+            more = extent_of(ds[0], target) - extent_of(ds[0], size) if ds else 0
+            padded.append(type(t)([*t, *[t[-1]] * more]) if ds else t)
             continue
-        for d in ds:
-            tail = t.narrow(d, size - 1, 1).expand(*[target - size if i == d else -1
-                                                     for i in range(t.dim())])
+        for d in ds:  # an offsets dim (size + 1) repeats its last offset: empty requests
+            more = extent_of(d, target) - extent_of(d, size)
+            tail = t.narrow(d, t.shape[d] - 1, 1).expand(*[more if i == d else -1
+                                                           for i in range(t.dim())])
             t = torch.cat((t, tail), dim=d)
         padded.append(t.contiguous())
     return tuple(padded)
@@ -41,10 +45,10 @@ def unpad(args: tuple, dims: list[list[int]], size: int) -> tuple:
     cut = []
     for t, ds in zip(args, dims, strict=True):
         if not isinstance(t, torch.Tensor):
-            cut.append(t[:size] if ds else t)
+            cut.append(t[:extent_of(ds[0], size)] if ds else t)
             continue
         for d in ds:
-            t = t.narrow(d, 0, size)
+            t = t.narrow(d, 0, extent_of(d, size))
         cut.append(t)
     return tuple(cut)
 

@@ -13,6 +13,7 @@ from typing import Any
 from aclcap.errors import UsageError, last_line
 from aclcap.loading.by_path import NotPython, import_by_path
 from aclcap.loading.libraries import load_libraries
+from aclcap.size_dims import SizeDim
 
 DEFAULT_SHAPES = [1, 2, 4, 8]
 
@@ -155,29 +156,48 @@ def make_step_inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tup
     return tuple(result)
 
 
-def _grown_dims(path: Path, index: int, a: Any, b: Any) -> list[int]:
-    """The dims of one input that follow the size (called at sizes 3 and 5): a tensor's
-    dims, or [0] for a host list whose length is the size (`seq_lens`, one per token)."""
+PROBE_SIZES = (3, 4, 5)
+
+
+def _affine(path: Path, what: str, lengths: list[int]) -> SizeDim | None:
+    """The rule `scale * size + offset` a length follows over PROBE_SIZES, None where it
+    stays the same; any other growth is bad input."""
+    if len(set(lengths)) == 1:
+        return None
+    scale = lengths[1] - lengths[0]
+    offset = lengths[0] - scale * PROBE_SIZES[0]
+    if scale < 1 or lengths[2] - lengths[1] != scale or scale + offset < 1:
+        sizes = ", ".join(map(str, PROBE_SIZES))
+        raise UsageError(f"model file {path}: {what} of make_inputs grows with size, but not "
+                         f"as a * size + b (lengths {', '.join(map(str, lengths))} at sizes "
+                         f"{sizes}): make it the size, or an affine function of it")
+    return SizeDim(0, scale, offset)
+
+
+def _grown_dims(path: Path, index: int, draws: list[Any]) -> list[SizeDim]:
+    """The dims of one input that follow the size (called at PROBE_SIZES), each with its
+    rule: a tensor's dims, or [0] for a host list whose length follows the size
+    (`seq_lens`, one per token; offsets, one more)."""
     import torch
 
-    if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor) or \
-            isinstance(a, (list, tuple)) != isinstance(b, (list, tuple)):
+    if len({isinstance(a, torch.Tensor) for a in draws}) > 1 or \
+            len({isinstance(a, (list, tuple)) for a in draws}) > 1:
         raise UsageError(f"model file {path}: input {index} of make_inputs changes kind "
                          "with size (a tensor at one size, a host value at another)")
-    if not isinstance(a, torch.Tensor):
-        grows = isinstance(a, (list, tuple)) and len(a) != len(b)
-        if grows and (len(a), len(b)) != (3, 5):
-            raise UsageError(f"model file {path}: host list {index} of make_inputs grows "
-                             "with size but its length is not the size")
-        return [0] if grows else []
-    if a.dim() != b.dim():
+    if not isinstance(draws[0], torch.Tensor):
+        if not isinstance(draws[0], (list, tuple)):
+            return []
+        rule = _affine(path, f"host list {index}", [len(a) for a in draws])
+        return [rule] if rule is not None else []
+    if len({a.dim() for a in draws}) > 1:
         raise UsageError(f"model file {path}: input {index} of make_inputs changes "
                          "rank with size")
-    grow = [d for d in range(a.dim()) if a.shape[d] != b.shape[d]]
-    if any((a.shape[d], b.shape[d]) != (3, 5) for d in grow):
-        raise UsageError(f"model file {path}: input {index} of make_inputs has a dim "
-                         "that grows with size but is not equal to size")
-    return grow
+    dims = []
+    for d in range(draws[0].dim()):
+        rule = _affine(path, f"input {index} dim {d}", [a.shape[d] for a in draws])
+        if rule is not None:
+            dims.append(SizeDim(d, rule.scale, rule.offset))
+    return dims
 
 
 def probe_inputs(spec: ModelSpec, device: Any, dtype: Any
@@ -187,14 +207,13 @@ def probe_inputs(spec: ModelSpec, device: Any, dtype: Any
     length. And the positions of the host values among the inputs."""
     import torch
 
-    small = make_step_inputs(spec, 3, device, dtype)
-    large = make_step_inputs(spec, 5, device, dtype)
-    if len(small) != len(large):
+    draws = [make_step_inputs(spec, size, device, dtype) for size in PROBE_SIZES]
+    if len({len(d) for d in draws}) > 1:
         raise UsageError(f"model file {spec.path}: make_inputs returns a different number of "
                          "inputs for different sizes")
-    dims = [_grown_dims(spec.path, i, a, b)
-            for i, (a, b) in enumerate(zip(small, large, strict=True))]
-    return dims, tuple(i for i, a in enumerate(small) if not isinstance(a, torch.Tensor))
+    dims = [_grown_dims(spec.path, i, list(values))
+            for i, values in enumerate(zip(*draws, strict=True))]
+    return dims, tuple(i for i, a in enumerate(draws[0]) if not isinstance(a, torch.Tensor))
 
 
 def size_dims(spec: ModelSpec, device: Any, dtype: Any) -> list[list[int]]:
