@@ -61,8 +61,8 @@ class CheckOutcome:
         """Keep the first reason per check (`key`): one sample tells the story."""
         self._add(Finding(reason), key)
 
-    def warn(self, reason: str) -> None:
-        self._add(Finding(reason, Severity.WARNING), None)
+    def warn(self, reason: str, key: str | None = None) -> None:
+        self._add(Finding(reason, Severity.WARNING), key)
 
     def note(self, reason: str, key: str | None = None) -> None:
         self._add(Finding(reason, Severity.NOTE), key)
@@ -200,7 +200,7 @@ def _judge_pinned(check: OpCheck, run: RecordedCall, arg: str, dim: int, size: i
                   key: str) -> None:
     """A dim the meta pins: fixed by the op's contract if the real kernel rejects every
     other size (the same dim of the inputs sharing it varied with it), else a defect
-    naming the size the kernel accepted."""
+    naming the size the kernel accepted; a warning where the fake rejects that size too."""
     name = check.op._schema.name
     accepted, probed = None, 0
     if "[" not in arg:  # a Tensor[] element has no argument of its own to vary
@@ -220,9 +220,25 @@ def _judge_pinned(check: OpCheck, run: RecordedCall, arg: str, dim: int, size: i
         check.out.note(f"dim {dim} of `{arg}` is {size} by contract: the kernel rejects "
                        "other sizes", key=key)
         return
+    if accepted is not None and (refusal := _fake_refusal(check, varied)):
+        # A torch._check of the op's contract that the kernel does not enforce (bnb's
+        # 256-entry code table): no specialization, a meta stricter than the kernel.
+        reason = (f"meta of `{name}` rejects size {accepted} of dim {dim} of `{arg}`, "
+                  f"which the kernel accepts: {refusal}")
+        check.out.fail(reason, key=key) if check.strict else check.out.warn(reason, key=key)
+        return
     but = f", but the kernel accepts size {accepted}" if accepted is not None else ""
     check.out.fail(f"meta of `{name}` specializes dim {dim} of `{arg}` to {size}{but}: use "
                    "sym_size()/sym_numel() and keep sizes symbolic", key=key)
+
+
+def _fake_refusal(check: OpCheck, sample: SampleInput) -> str | None:
+    """Why the fake raises on this call at static sizes, or None if it runs."""
+    try:
+        run_fake(check.op, sample.args, sample.kwargs)
+    except Exception as exc:
+        return first_line(exc)
+    return None
 
 
 def dynamic_signature(sample: SampleInput) -> tuple:
