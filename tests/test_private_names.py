@@ -48,11 +48,21 @@ def _private(part: str) -> bool:
     return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
 
 
+def _own_selves(tree: ast.AST) -> set[int]:
+    """The `self`/`cls` names read inside a method of a class the module defines."""
+    return {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+            for f in c.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+            for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in ("self", "cls")}
+
+
 def _names(tree: ast.AST) -> set[str]:
     """Private names a module touches: whole `torch.` chains and torch imports with a
-    private part, and `_` attributes read off any object but `self`/`cls`, by `.` or by
-    getattr with a literal name."""
+    private part, and `_` attributes read off any object but the `self`/`cls` of a method of
+    the module's own classes, by `.` or by getattr with a literal name. (A `self` elsewhere,
+    as in a function patched onto torch's `Library`, is torch's object: that `self` once read
+    `_resolve_op_name`, which 2.11 lacks.)"""
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    own = _own_selves(tree)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
@@ -73,7 +83,7 @@ def _names(tree: ast.AST) -> set[str]:
             if isinstance(base, ast.Name) and base.id == "torch":
                 if any(map(_private, chain)):
                     names.add(".".join(["torch", *chain]))
-            elif isinstance(base, ast.Name) and base.id in ("self", "cls"):
+            elif id(base) in own:
                 continue
             else:
                 names |= {part for part in chain if _private(part)}
