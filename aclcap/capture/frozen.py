@@ -128,10 +128,6 @@ class HostValues:
         return {self.names[i]: values[0] for i, values in self.seen.items()
                 if all(same_value(v, values[0]) for v in values)}
 
-    @property
-    def present(self) -> bool:
-        return bool(self.hosts or self.reads)
-
     def _input_of(self, captured: Any, draw: tuple) -> int | None:
         """The host input an argument's captured value came from, where one holds it."""
         return next((i for i in self.hosts if same_numbers(draw[i], captured) or (
