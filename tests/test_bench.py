@@ -141,10 +141,10 @@ def test_kernels_sit_between_their_floor_and_twice_it(bundled):
     graph runs (out= and in-place) must come within 2x of it, bfloat16 included, as the
     table reports it (fastest over fastest): 1.5x held on the Intel machines CI ran on
     before; on an AMD EPYC (Zen, avx512_bf16, 32 MiB L3) fused_add_rms_norm, rms_norm.out
-    and rotary_embedding read 1.56 to 1.87x, on the kernels of 2026-12-05 as on today's. Measured beyond the last-level cache, where
-    memory traffic is what a floor prices: at cache-resident sizes a fused kernel beats
-    torch's own passes on call overhead and loop speed alone. Each value is the margin to
-    its bound: negative is a miss."""
+    and rotary_embedding read 1.56 to 1.87x, on the kernels of 2026-12-05 as on today's.
+    Measured beyond the last-level cache, where memory traffic is what a floor prices: at
+    cache-resident sizes a fused kernel beats torch's own passes on call overhead and loop
+    speed alone. Each value is the margin to its bound: negative is a miss."""
     from aclcap_ops import opbench
 
     # every op's footprint beyond the 32 MiB cache in either dtype (reshape_and_cache's
