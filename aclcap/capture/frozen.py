@@ -204,8 +204,7 @@ def read_reason(read: HostRead, device: str) -> str:
     """A host read inside a step that is captured whole; a read that decides a branch gets
     the branch's fix."""
     where = f" at {read.where()}"
-    made = read.made_at or read.site
-    code = made.code.lstrip() if made else ""
+    code = read.reader.code.lstrip() if read.reader else ""
     if read.what == "bool()" or code.startswith(("if ", "elif ", "while ", "assert ")):
         return (f"the step branches on a tensor's values{where}, read on the host "
                 f"({read.what}): make the branch a torch.cond, or move it out of the step "

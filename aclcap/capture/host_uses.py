@@ -54,10 +54,15 @@ class HostRead:
     value: Any
     made_at: Site | None = None  # the innermost frame outside torch: the line that read
 
+    @property
+    def reader(self) -> Site | None:
+        """The line that read (the model line where none other was found)."""
+        return self.made_at or self.site
+
     def where(self) -> str:
         """`lib.py:40 (`code`), through model.py:12`: the line that read, then the model
         line that called it, where they differ."""
-        inner = self.made_at or self.site
+        inner = self.reader
         if inner is None:
             return "an unknown line"
         through = f", through {Path(self.site.file).name}:{self.site.line}" \
@@ -67,7 +72,7 @@ class HostRead:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON `host_reads` element: where, not the value (that differs per draw)."""
-        made = self.made_at or self.site
+        made = self.reader
         return {"what": self.what, "file": self.site.file if self.site else None,
                 "line": self.site.line if self.site else None,
                 "code": self.site.code if self.site else "",

@@ -272,8 +272,8 @@ def _capture_step(step: StepContext, options: CaptureOptions,
     # A read the eager step makes counts only where the traced step makes it too
     # (TraceReport.makes_read): libraries read on the host only when not compiling
     # (transformers' mask helpers); the eager run only names the line.
-    reads = [r for r in host.reads if (made := r.made_at or r.site) is not None
-             and trace.makes_read(made.file, made.line)] if host else []
+    reads = [r for r in host.reads if r.reader is not None
+             and trace.makes_read(r.reader.file, r.reader.line)] if host else []
     failure = None if reads else trace.error_line()  # a host read is named below
     if failure:  # what cannot be traced cannot be captured
         report.rows = failed_rows(sizes, mechanism, [failure])
@@ -282,8 +282,7 @@ def _capture_step(step: StepContext, options: CaptureOptions,
     if reads and (options.graph_mode == "full" or trace.error):
         # One graph per size cannot hold a value read on the host (nor can a step traced
         # to pieces whose shapes the value decides): nothing is captured.
-        unique = {(r.made_at or r.site).file + f":{(r.made_at or r.site).line}": r
-                  for r in reads}
+        unique = {(r.reader.file, r.reader.line): r for r in reads if r.reader}
         report.rows = failed_rows(sizes, mechanism, [read_reason(r, step.device)
                                                      for r in unique.values()])
         return report

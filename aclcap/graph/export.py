@@ -96,8 +96,8 @@ def _derived(d: int, dim: Any) -> Any:
     if not isinstance(d, SizeDim) or d.is_size:
         return dim
     try:
-        return (dim * d.scale if d.scale != 1 else dim) + d.offset if d.offset else \
-            dim * d.scale
+        scaled = dim * d.scale if d.scale != 1 else dim
+        return scaled + d.offset if d.offset else scaled
     except TypeError:  # Dim.AUTO: export finds the relation itself
         return dim
 
