@@ -159,9 +159,9 @@ def make_step_inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tup
 PROBE_SIZES = (3, 4, 5)
 
 
-def _affine(path: Path, what: str, lengths: list[int]) -> SizeDim | None:
-    """The rule `scale * size + offset` a length follows over PROBE_SIZES, None where it
-    stays the same; any other growth is bad input."""
+def _affine(path: Path, what: str, lengths: list[int], dim: int = 0) -> SizeDim | None:
+    """Dim `dim` with the rule `scale * size + offset` its lengths follow over
+    PROBE_SIZES, None where they stay the same; any other growth is bad input."""
     if len(set(lengths)) == 1:
         return None
     scale = lengths[1] - lengths[0]
@@ -171,7 +171,7 @@ def _affine(path: Path, what: str, lengths: list[int]) -> SizeDim | None:
         raise UsageError(f"model file {path}: {what} of make_inputs grows with size, but not "
                          f"as a * size + b (lengths {', '.join(map(str, lengths))} at sizes "
                          f"{sizes}): make it the size, or an affine function of it")
-    return SizeDim(0, scale, offset)
+    return SizeDim(dim, scale, offset)
 
 
 def _grown_dims(path: Path, index: int, draws: list[Any]) -> list[SizeDim]:
@@ -192,12 +192,9 @@ def _grown_dims(path: Path, index: int, draws: list[Any]) -> list[SizeDim]:
     if len({a.dim() for a in draws}) > 1:
         raise UsageError(f"model file {path}: input {index} of make_inputs changes "
                          "rank with size")
-    dims = []
-    for d in range(draws[0].dim()):
-        rule = _affine(path, f"input {index} dim {d}", [a.shape[d] for a in draws])
-        if rule is not None:
-            dims.append(SizeDim(d, rule.scale, rule.offset))
-    return dims
+    rules = (_affine(path, f"input {index} dim {d}", [a.shape[d] for a in draws], d)
+             for d in range(draws[0].dim()))
+    return [rule for rule in rules if rule is not None]
 
 
 def probe_inputs(spec: ModelSpec, device: Any, dtype: Any
