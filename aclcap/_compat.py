@@ -103,6 +103,17 @@ def trivial_fake_possible(op: OpOverload) -> bool:
     return can_generate_trivial_fake_impl(op)
 
 
+def generated_fake_tag(op: OpOverload) -> str | None:
+    """`out` or `inplace`: the tag (torch.Tag.out, torch.Tag.inplace) for which torch
+    generates the op's fake, as 2.13 does; None for an untagged op, and on a torch that
+    generates no fake for the tag (or lacks it)."""
+    for name in ("out", "inplace"):
+        tag = getattr(torch.Tag, name, None)
+        if tag is not None and tag in op.tags and trivial_fake_possible(op):
+            return name
+    return None
+
+
 # Dynamo.
 
 def dynamo_loaded() -> bool:

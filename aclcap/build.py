@@ -172,8 +172,11 @@ def _cpu_up_to_date(build_dir: Path, key: str, variant: CpuVariant = DEFAULT_CPU
 
 
 def _first_errors(log: str, limit: int = 6) -> str:
-    """The compiler's first error lines, so a failed build says what broke in a few lines."""
-    lines = [ln for ln in log.splitlines() if re.search(r"\berror\b", ln, re.IGNORECASE)]
+    """The compiler's first error lines, so a failed build says what broke in a few lines
+    (the shell's `c++: not found` too, where the compiler itself is missing)."""
+    missing = r": not found$|: No such file or directory$"
+    lines = [ln for ln in log.splitlines()
+             if re.search(rf"\berror\b|{missing}", ln.strip(), re.IGNORECASE)]
     lines = [ln for ln in lines if not ln.startswith(("ninja:", "FAILED:"))] or lines
     return "\n".join(lines[:limit]) or log.strip()[-2000:]
 

@@ -68,7 +68,9 @@ def test_crashing_composite_and_kernel_through_the_worker():
     reason = composite["reasons"][0]
     assert "badops.cpp:" in reason and "fails on fake tensors" in reason
     assert "its C++ body crashed (SIGSEGV) on fake tensors" in reason
-    assert 'register it for its backend key (m.impl("raw_first", torch::kCPU, &fn))' in reason
+    assert "custom_op whose body calls torch.ops.aclcap_crash.raw_first" in reason
+    assert 'register the forward on its backend keys (m.impl("raw_first", torch::kCPU, &fn))' \
+        in reason
     kernel = rows["aclcap_crash::segfault.default"]
     assert kernel["status"] == "crashed"
     assert kernel["reasons"] == ["crashed (signal 11: SIGSEGV) while the kernel ran on real "

@@ -7,16 +7,13 @@ answer key (synth_real_answers.py) on calls of kinds no sample had."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 
 import pytest
 
 from aclcap.meta.lint import lint
-from tests.conftest import ROOT, aclcap_process
-from tests.test_synthesize import FIXTURES, _ruff, _synthesis
+from tests.conftest import ROOT
+from tests.test_synthesize import _ruff, _synthesis, compare_answers, synthesize_fixture
 
 NS = "aclcap_synthreal::"
 
@@ -24,19 +21,8 @@ NS = "aclcap_synthreal::"
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("synthreal")
-    py, cpp = out / "real_metas.py", out / "real_metas.cpp"
-    run = aclcap_process("check-meta", "--lib", str(FIXTURES / "synth_real.py"), "--synthesize",
-                         str(py), "--synthesize-cpp", str(cpp), "--json", str(out / "run.json"))
-    return run, json.loads((out / "run.json").read_text()), py, cpp
-
-
-def _compare(*libs: str) -> dict:
-    done = subprocess.run([sys.executable, str(FIXTURES / "synth_compare.py"),
-                           str(FIXTURES / "synth_real.py"), *libs, "--answers",
-                           "tests.fixtures.synth_real_answers"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    cpp = out / "real_metas.cpp"
+    return (*synthesize_fixture(out, "synth_real", "--synthesize-cpp", str(cpp)), cpp)
 
 
 def test_every_fake_equals_its_answer_key_on_unseen_kinds_of_call(real_run):
@@ -46,7 +32,7 @@ def test_every_fake_equals_its_answer_key_on_unseen_kinds_of_call(real_run):
     verified = {op for op, s in synthesis.items() if s["status"] == "verified"}
     assert verified == set(synthesis) - {NS + "composite_norm.default"}, \
         {op: s["verdict"] for op, s in synthesis.items()}
-    compared = _compare(str(py))
+    compared = compare_answers("synth_real", str(py))
     assert compared["mismatches"] == []
     assert set(compared["checked"]) == verified
     rules = {op.removeprefix(NS).removesuffix(".default"): s["rule"]
@@ -74,7 +60,7 @@ def test_the_cpp_metas_load_beside_a_by_value_kernel_and_equal_the_answers(real_
     assert "const at::Tensor& x" in source  # the other kernels keep their own signatures
     assert all(len(line) <= 100 for line in source.splitlines())
     assert "<ATen/ops/promote_types.h>" in source and "<optional>" not in source
-    compared = _compare(library)
+    compared = compare_answers("synth_real", library)
     assert compared["mismatches"] == [] and len(compared["checked"]) == 12
     assert lint([cpp]) == []
 

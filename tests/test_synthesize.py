@@ -31,7 +31,7 @@ from aclcap.meta.synthesize.rules import (
     OutputRule,
     Unbacked,
 )
-from tests.conftest import ROOT, aclcap, aclcap_process
+from tests.conftest import ROOT, Run, aclcap, aclcap_process
 
 FIXTURES = ROOT / "tests" / "fixtures"
 BUNDLED_OPS = {"rms_norm.default", "rms_norm.out", "fused_add_rms_norm.default",
@@ -42,6 +42,28 @@ BUNDLED_OPS = {"rms_norm.default", "rms_norm.out", "fused_add_rms_norm.default",
 
 def _synthesis(doc: dict) -> dict[str, dict]:
     return {r["op"]: r["synthesis"] for r in doc["results"] if "synthesis" in r}
+
+
+def synthesize_fixture(out: Path, library: str, *extra: str, **env: str
+                       ) -> tuple[Run, dict, Path]:
+    """`check-meta --synthesize` on fixture library `library` (tests/fixtures/LIBRARY.py) in a
+    process of its own: the run, its JSON document, the emitted .py. `extra`: more options
+    (`--synthesize-cpp FILE`), `env`: its environment."""
+    py = out / f"{library}_metas.py"
+    run = aclcap_process("check-meta", "--lib", str(FIXTURES / f"{library}.py"), "--synthesize",
+                         str(py), *extra, "--json", str(out / "run.json"), **env)
+    return run, json.loads((out / "run.json").read_text()), py
+
+
+def compare_answers(library: str, *fakes: str, answers: str | None = None) -> dict:
+    """synth_compare.py in a process of its own: fixture library `library`, then `fakes` (a
+    .py or a built .so), against the answer keys (tests.fixtures.LIBRARY_answers)."""
+    done = subprocess.run([sys.executable, str(FIXTURES / "synth_compare.py"),
+                           str(FIXTURES / f"{library}.py"), *fakes, "--answers",
+                           answers or f"tests.fixtures.{library}_answers"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _ruff(path: Path) -> subprocess.CompletedProcess:
@@ -136,11 +158,7 @@ def test_tiny_llama_captures_on_synthesized_metas(bundled_run, tmp_path, kind):
 
 @pytest.fixture(scope="module")
 def fixture_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fixtures")
-    py = out / "synth_metas.py"
-    run = aclcap_process("check-meta", "--lib", str(FIXTURES / "synth_ops.py"), "--synthesize",
-                         str(py), "--json", str(out / "run.json"))
-    return run, json.loads((out / "run.json").read_text()), py
+    return synthesize_fixture(tmp_path_factory.mktemp("fixtures"), "synth_ops")
 
 
 def test_fixture_fakes_equal_their_answer_keys_on_unseen_calls(fixture_run):
@@ -148,11 +166,7 @@ def test_fixture_fakes_equal_their_answer_keys_on_unseen_calls(fixture_run):
     synthesis = _synthesis(doc)
     assert all(s["status"] == "verified" for s in synthesis.values()), \
         {op: s["verdict"] for op, s in synthesis.items()}
-    compared = subprocess.run(
-        [sys.executable, str(FIXTURES / "synth_compare.py"), str(FIXTURES / "synth_ops.py"),
-         str(py)], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert compared.returncode == 0, compared.stderr[-2000:]
-    result = json.loads(compared.stdout.strip().splitlines()[-1])
+    result = compare_answers("synth_ops", str(py), answers="tests.fixtures.synth_answers")
     assert result["mismatches"] == []
     assert set(result["checked"]) == set(synthesis)
     assert synthesis["aclcap_synth::nonzero_rows.default"]["rule"][0].startswith(

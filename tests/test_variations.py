@@ -123,9 +123,11 @@ def test_variations_are_deterministic_bounded_and_kinded(bundled):
     assert first == [v.description for v in variations(op, sample)]
     assert len(first) == len(set(first))
     kinds = [v.kind for v in variations(op, sample)]
-    # no rank variation: slot_mapping describes the tokens of key and value
+    # slot_mapping describes the tokens of key and value: no rank variation drops, merges
+    # or adds a leading dim, only one that inserts a dim after it (the rows stay)
     assert {"values", "dim", "dim-alone", "dtype"} <= set(kinds)
-    assert "rank" not in kinds
+    assert [v.description for v in variations(op, sample) if v.kind == "rank"] == [
+        "key, value: a dim of 2 inserted after the leading one"]
     # kinds take turns, so a limit never leaves a whole kind out
     assert set(kinds[:6]) >= {"dim", "dim-alone", "dtype"}
     assert first[:2] == ["key, value, key_cache, value_cache, slot_mapping: values redrawn",
@@ -194,5 +196,33 @@ def test_float_arguments_negated_and_zeroed(bundled):
     op = _op("rms_norm")
     sample = _sample(bundled, "rms_norm")
     floats = [v for v in variations(op, sample) if v.kind == "float"]
-    assert [v.description for v in floats] == ["eps: 1e-06 -> -1e-06", "eps: 1e-06 -> 0"]
-    assert floats[1].sample.args[2] == 0.0 and sample.args[2] == 1e-6
+    # each with other values too: a regime the float opens shows a size that follows the data
+    redrawn = "input, weight: values redrawn"
+    assert [v.description for v in floats] == [
+        "eps: 1e-06 -> -1e-06", f"eps: 1e-06 -> -1e-06, {redrawn}", "eps: 1e-06 -> 0",
+        f"eps: 1e-06 -> 0, {redrawn}"]
+    assert floats[2].sample.args[2] == 0.0 and sample.args[2] == 1e-6
+
+
+def test_dim_and_bool_and_optional_arguments_and_tied_groups_are_varied():
+    """Issue 43: a `dim` argument over every dim, `keepdim` flipped, an optional argument
+    left out, an index tensor's rank, and dims sharing a size changed in groups."""
+    op = torch.ops.aten.sum.dim_IntList
+    made = {v.description: v for v in variations(op, SampleInput((torch.randn(3, 4), [1]),
+                                                                  {"dtype": torch.float32}))}
+    assert made["keepdim: False -> True"].sample.kwargs["keepdim"] is True
+    assert made["dtype: given -> None"].sample.kwargs["dtype"] is None
+    gather = torch.ops.aten.index_select.default
+    made = {v.description: v for v in variations(
+        gather, SampleInput((torch.randn(6, 4), 0, torch.tensor([1, 2, 3]))))}
+    assert {f"dim: 0 -> {d}" for d in (-2, -1, 1)} <= set(made)
+    assert made["index alone: a leading dim of 2 added"].sample.args[2].shape == (2, 3)
+    three = SampleInput((torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)))
+    made = {v.description: v for v in variations(torch.ops.aten.addcmul.default, three)
+            if v.kind == "dim-group"}
+    assert sorted(made) == ["self dim 0, tensor1 dim 0 together: 3 -> 6",
+                            "self dim 0, tensor2 dim 0 together: 3 -> 6",
+                            "self dim 1, tensor1 dim 1 together: 4 -> 8",
+                            "self dim 1, tensor2 dim 1 together: 4 -> 8"]
+    grouped = made["self dim 0, tensor2 dim 0 together: 3 -> 6"].sample.args
+    assert [tuple(t.shape) for t in grouped] == [(6, 4), (3, 4), (6, 4)]

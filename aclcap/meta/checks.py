@@ -33,7 +33,7 @@ from aclcap.errors import first_line
 from aclcap.meta.crashes import CPP_BODIES, KERNEL_STEP, composite_reason
 from aclcap.meta.fakecheck import compare_fake, data_dependent_dims, run_fake
 from aclcap.meta.observe import RecordedCall, bind, named_tensors, observe
-from aclcap.meta.registry import MetaKind, meta_impl, resolve_overload
+from aclcap.meta.registry import MetaKind, generated_fake, meta_impl, resolve_overload
 from aclcap.meta.sample_inputs import SampleInput
 from aclcap.meta.variations import new_sizes, vary_dim
 from aclcap.status import Finding, Severity, Status
@@ -161,6 +161,11 @@ def check_meta_device(check: OpCheck, runs: list[RecordedCall]) -> None:
             dims = _fake_data_dependent(check, run)
             if dims:
                 _data_dependent(check, dims)
+            elif check.meta_kind == MetaKind.TRIVIAL and (tagged := generated_fake(check.op)):
+                # a note: any meta of one's own would replace torch's fake for tracing too
+                check.out.note(f"traces through torch's generated fake ({tagged}); on the "
+                               "meta device it fails, torch generates no Meta kernel",
+                               key="meta")
             elif check.meta_kind == MetaKind.TRIVIAL:  # traces in torch.compile (generated fake)
                 check.out.warn("traces only through torch's generated fake and fails on the "
                                "meta device: register a fake returning None")

@@ -23,12 +23,22 @@ def composite_reason(schema_name: str, meta_source: str, error: str,
     """A C++ composite or Autograd kernel that fails on fake tensors: where it is, what
     broke, the fix."""
     where = meta_source.split("): ", 1)[0] + ")"
-    name = schema_name.split("::", 1)[1]
     fix = ("keep data reads out of it (in the backend kernel, below Autograd) and give each "
-           "op it calls a Meta kernel or register_fake") if kind == MetaKind.AUTOGRAD_CPP else (
-        f"register it for its backend key (m.impl(\"{name}\", torch::kCPU, &fn)) and give it "
-        "a Meta kernel or register_fake")
+           "op it calls a Meta kernel or register_fake") if kind == MetaKind.AUTOGRAD_CPP else \
+        composite_fix(schema_name)
     return f"{where} fails on fake tensors, as torch.compile runs it: {error}; {fix}"
+
+
+def composite_fix(schema_name: str) -> str:
+    """What makes a C++ composite traceable: a wrapper that needs no rebuild, and what its
+    library's authors change. Registering the body on a backend key alone would drop the
+    autograd a composite gets for free, so the fix names where that goes."""
+    ns, name = schema_name.split("::", 1)
+    return (f"without rebuilding the library, call it from a torch.library.custom_op whose "
+            f"body calls torch.ops.{ns}.{name} and register the fake on that wrapper; in the "
+            "library, define it with TORCH_LIBRARY (alias annotations on what it writes or "
+            f"returns), register the forward on its backend keys (m.impl(\"{name}\", "
+            "torch::kCPU, &fn)), its autograd Function on the Autograd key, and a Meta kernel")
 
 
 def crash_outcome(qualname: str, meta_kind: MetaKind, meta_source: str, check: str | None,

@@ -108,13 +108,17 @@ def qualname(op: OpOverload) -> str:
 
 
 def bind(op: OpOverload, args: tuple, kwargs: dict) -> list[tuple[Any, Any]]:
-    """(schema argument, value) pairs, positional and keyword alike, in schema order."""
+    """(schema argument, value) pairs, positional and keyword alike, in schema order; an
+    argument left to its default has that default, so calls that pass it and calls that do
+    not are read alike (`out` given in one sample and not in another)."""
     bound = []
     for i, arg in enumerate(op._schema.arguments):
         if i < len(args):
             bound.append((arg, args[i]))
         elif arg.name in kwargs:
             bound.append((arg, kwargs[arg.name]))
+        elif arg.has_default_value():
+            bound.append((arg, arg.default_value))
     return bound
 
 

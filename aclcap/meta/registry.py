@@ -17,6 +17,7 @@ from aclcap._compat import (
     custom_op_def,
     dispatch_dump,
     dispatch_key_names,
+    generated_fake_tag,
     has_kernel,
     op_names,
     python_fake,
@@ -103,7 +104,11 @@ def _registered_at(dispatcher_name: str, key: str) -> str:
     """file:line of the kernel registered for `key`, from the dispatcher's own table."""
     dump = dispatch_dump(dispatcher_name)
     found = re.search(rf"^{key}(?:\[alias\])?: registered at (\S+?):(\d+)", dump, re.MULTILINE)
-    return f"{found.group(1)}:{found.group(2)}" if found else "unknown location"
+    if found:
+        return f"{found.group(1)}:{found.group(2)}"
+    # the old C++ API (torch::RegisterOperators().op(...)) records no file, only itself
+    by = re.search(rf"^{key}(?:\[alias\])?: registered by (\w+)", dump, re.MULTILINE)
+    return f"registered by {by.group(1)}" if by else "unknown location"
 
 
 def defined_at(qualname: str) -> tuple[str, int] | None:
@@ -129,6 +134,17 @@ def _defined_at(fn: Callable, registered: str) -> str:
         fn = fn.__closure__[code.co_freevars.index("func")].cell_contents
         code = getattr(inspect.unwrap(fn), "__code__", None)
     return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else registered
+
+
+_GENERATED_RETURNS = {"out": "its out= arguments", "inplace": "its first argument"}
+
+
+def generated_fake(op: OpOverload) -> str:
+    """`torch.Tag.out: returns its out= arguments` where torch generates the op's fake from
+    its tag, else "": synthesis leaves such an op to torch, and a fake of one's own on it
+    replaces torch's (torch warns where the op is a torch.library.custom_op)."""
+    tag = generated_fake_tag(op)
+    return f"torch.Tag.{tag}: returns {_GENERATED_RETURNS[tag]}" if tag else ""
 
 
 def meta_impl(dispatcher_name: str, op: OpOverload) -> tuple[MetaKind, str]:
@@ -163,6 +179,8 @@ def meta_impl(dispatcher_name: str, op: OpOverload) -> tuple[MetaKind, str]:
             return MetaKind.COMPOSITE, f"Python composite ({site}): decomposes while tracing"
         return MetaKind.COMPOSITE_CPP, (f"C++ composite ({site}): tracing runs its C++ body on "
                                         "fake tensors")
+    if tagged := generated_fake(op):
+        return MetaKind.TRIVIAL, f"none; torch generates its fake ({tagged})"
     if trivial_fake_possible(op):
         return MetaKind.TRIVIAL, "none; torch generates a trivial fake (mutating op returning ())"
     return MetaKind.MISSING, "MISSING"

@@ -17,7 +17,7 @@ from aclcap.meta.crashes import crash_outcome
 from aclcap.meta.messages import CheckStart, Error, OpRequest, Result, Start, WorkerRequest
 from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.registrations import recording
-from aclcap.meta.registry import MetaKind, OpInfo, list_ops
+from aclcap.meta.registry import MetaKind, OpInfo, generated_fake, list_ops
 from aclcap.meta.result_cache import ResultCache
 from aclcap.status import FAILING, Finding, Severity, Status
 
@@ -309,12 +309,22 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
             if not _has_kernel_for(o, options.device):
                 outcome.findings.insert(0, Finding(f"no {options.device} kernel: exercised "
                                                    "on cpu", Severity.WARNING))
+        if o.meta_kind == MetaKind.PYTHON and (tagged := generated_fake(o.overload())):
+            outcome.findings.append(_own_fake_on_tagged(tagged))
         results.append(MetaResult(o.qualname, o.schema, o.kernels, o.meta_source,
                                   outcome.status, outcome.findings, outcome.sample_count,
                                   outcome.sample_sources, outcome.data_dependent,
                                   outcome.check_s, outcome.cached))
     return MetaReport(results, namespaces, ops, worker_count(ran) if ran else 0,
                       options.device, options.strict)
+
+
+def _own_fake_on_tagged(tagged: str) -> Finding:
+    """A register_fake on an op torch makes the fake of: it replaces torch's, which already
+    fits the tag's contract; torch itself warns where the op is a torch.library.custom_op."""
+    return Finding(f"registers a fake of its own, but torch generates this op's fake "
+                   f"({tagged}): the registered one replaces torch's (torch warns it is "
+                   "unnecessary on a torch.library.custom_op); drop it", Severity.WARNING)
 
 
 def _run_uncached(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],

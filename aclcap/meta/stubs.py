@@ -21,7 +21,7 @@ import torch
 
 from aclcap._compat import FunctionSchema, fake_tensor_mode, tree_map_only
 from aclcap.meta.fakecheck import compare_outputs
-from aclcap.meta.registry import OpInfo
+from aclcap.meta.registry import OpInfo, generated_fake
 from aclcap.meta.sample_inputs import SampleInput, samples_for
 
 # Real calls of an op: its sample inputs and what the kernel returned for each.
@@ -167,8 +167,10 @@ def stub_source(op: OpInfo, calls: Calls | None = None) -> str:
 
 
 def emit_stubs(ops: list[OpInfo], path: str) -> list[str]:
-    """Write stubs for the ops whose meta is missing or only torch-generated; their names."""
-    chosen = [o for o in ops if o.meta_kind in ("missing", "trivial")]
+    """Write stubs for the ops whose meta is missing or only torch-generated; their names.
+    None for an op torch makes the fake of from its tag: a stub would replace torch's."""
+    chosen = [o for o in ops if o.meta_kind in ("missing", "trivial")
+              and not generated_fake(o.overload())]
     text = HEADER.format(path=path) + "".join(
         "\n\n" + stub_source(o, sample_calls(o) if _views_an_input(o.overload()._schema)
                              else None) for o in chosen)

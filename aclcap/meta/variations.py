@@ -21,14 +21,19 @@ from aclcap._compat import OpOverload
 from aclcap.meta.observe import bind
 from aclcap.meta.sample_inputs import SampleInput
 
-Kind = Literal["values", "dim", "dim-alone", "int", "float", "dtype", "rank", "layout", "tied"]
+Kind = Literal["values", "dim", "dim-alone", "dim-group", "int", "bool", "none", "float",
+               "dtype", "rank", "index-rank", "layout", "tied"]
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # Per sample: ~3 sizes x a handful of distinct dims, each shared dim alone, ints, floats,
 # each float tensor's dtype alone, ranks and layouts. Every kind gets its turn (kinds are
 # interleaved): a real kernel's sample (ten tensors, six distinct sizes) has more dims than
 # this, and cutting by kind would leave whole classes (another rank, a dtype pair) unseen.
-MAX_VARIATIONS = 96
+MAX_VARIATIONS = 128
 MAX_BYTES = 256 << 20  # a variation never allocates more than this in all
+# Dims that share a size are changed in every subset (that holds the first of them) when
+# they are this few: tied groups (q's head dim with k's, v's with the state's) show as the
+# subsets the kernel accepts. 5 dims make 14 subsets; more are left to the alone changes.
+MAX_GROUP_MEMBERS = 5
 VALUES_REDRAWN = "values redrawn"  # the description's end for kind "values"
 TIED = "tied"  # kind of a variation not made: the dim is tied to an offsets tensor
 
@@ -252,13 +257,65 @@ def _alone_dim_variations(op: OpOverload, sample: SampleInput
                 yield Variation(sample, what, TIED)
 
 
+def _group_dim_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Dims that share a size changed in subsets, the rest kept: where the kernel rejects
+    each dim changed alone (q's head dim is tied to k's, v's to the state's), only a whole
+    group changed tells which dim an output follows (q's head dim or v's)."""
+    for size, members in _tensor_dims(op, sample).items():
+        if size < 1 or not 3 <= len(members) <= MAX_GROUP_MEMBERS or \
+                len({arg for arg, _ in members}) < 2:
+            continue
+        first, rest = members[0], members[1:]
+        for count in range(1, len(rest)):
+            for chosen in itertools.combinations(rest, count):
+                group = [first, *chosen]
+                varied = _vary_group(op, sample, group, size * 2)
+                if varied is not None:
+                    names = ", ".join(f"{arg} dim {dim}" for arg, dim in group)
+                    yield Variation(varied, f"{names} together: {size} -> {size * 2}",
+                                    "dim-group")
+
+
+def _vary_group(op: OpOverload, sample: SampleInput, group: Sequence[tuple[str, int]],
+                new_size: int) -> SampleInput | None:
+    """The sample with exactly the dims of `group` set to `new_size`; None where an offsets
+    tensor describes that size (the call is outside the op's contract) or past MAX_BYTES."""
+    slots = _slots(op, sample)
+    old = next(v.shape[d] for a, _, v in slots for arg, d in group if a.name == arg)
+    new: dict[_Slot, Any] = {}
+    total = 0
+    for a, slot, value in slots:
+        if not isinstance(value, torch.Tensor):
+            continue
+        dims = [d for arg, d in group if arg == a.name]
+        if dims:
+            total += _bytes_after(value, dims, new_size)
+            new[slot] = _resize(value, dims, new_size)
+        elif _follow(value, old, new_size) is not None:
+            return None
+    return _replace(sample, new) if total <= MAX_BYTES else None
+
+
+def _max_rank(op: OpOverload, sample: SampleInput) -> int:
+    return max((v.dim() for _, _, v in _slots(op, sample) if isinstance(v, torch.Tensor)),
+               default=0)
+
+
 def _int_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """Int arguments and elements of int[] arguments, x2 and +1 (0 only +1; negative
-    values are sentinels such as -1 and stay)."""
+    values are sentinels such as -1 and stay). An int that could index the tensors' dims
+    (-rank <= value < rank) also takes every other such value: a `dim` argument varied
+    over all of them shows rules along it (`[*x.shape[:dim], n, *x.shape[dim:][1:]]`)."""
+    rank = _max_rank(op, sample)
     for a, slot, value in _slots(op, sample):
+        if _is_int_arg(a, value) and -rank <= value < rank:
+            for new in range(-rank, rank):
+                if new != value:
+                    yield Variation(_replace(sample, {slot: new}),
+                                    f"{a.name}: {value} -> {new}", "int")
         if _is_int_arg(a, value) and value >= 0:
             for new in dict.fromkeys((value * 2, value + 1)):
-                if new != value:
+                if new != value and not (-rank <= new < rank):
                     yield Variation(_replace(sample, {slot: new}),
                                     f"{a.name}: {value} -> {new}", "int")
         elif str(a.type).startswith(("List[int]", "int[]", "SymInt[]", "List[SymInt]")) and \
@@ -272,14 +329,55 @@ def _int_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
                                             f"{a.name}[{i}]: {v} -> {new}", "int")
 
 
+def _bool_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Each bool argument flipped (`keepdim`): an output that keeps a dim only where it is
+    True shows it."""
+    for a, slot, value in _slots(op, sample):
+        if isinstance(value, bool):
+            yield Variation(_replace(sample, {slot: not value}),
+                            f"{a.name}: {value} -> {not value}", "bool")
+
+
+def _none_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Each optional argument the sample gives, left out (None): `dim_size` given and None
+    are two regimes of one op (a size from the argument, or one that follows the data), as
+    are `out` given (the output is `out`) and None, and a `dtype` given or defaulted."""
+    for a, slot, value in _slots(op, sample):
+        if value is not None and str(a.type).startswith("Optional["):
+            yield from _and_redrawn(op, Variation(_replace(sample, {slot: None}),
+                                                  f"{a.name}: given -> None", "none"))
+
+
+def _and_redrawn(op: OpOverload, variation: Variation) -> Iterator[Variation]:
+    """The variation, then the same with other values: where it opens another regime (a
+    size from the data once `dim_size` is None, outlier columns once `threshold` > 0), the
+    two calls show whether that size follows the data."""
+    yield variation
+    for redrawn in _values_variation(op, variation.sample):
+        yield Variation(redrawn.sample, f"{variation.description}, {redrawn.description}",
+                        variation.kind)
+
+
+def _index_rank_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Each integer tensor alone with a leading dim of 2 added: an index tensor's rank
+    carries into the output (`x[idx]` is `[*idx.shape, *x.shape[1:]]`)."""
+    for a, slot, value in _slots(op, sample):
+        if isinstance(value, torch.Tensor) and value.dim() >= 1 and not \
+                value.is_floating_point() and value.dtype != torch.bool and \
+                value.numel() * value.element_size() * 2 <= MAX_BYTES:
+            added = value.unsqueeze(0).repeat(2, *([1] * value.dim()))
+            yield Variation(_replace(sample, {slot: added}),
+                            f"{a.name} alone: a leading dim of 2 added", "index-rank")
+
+
 def _float_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """Float arguments negated and zeroed (0 becomes 1 and -1): where an optional output
     depends on one (`None if scale_ub > 0`), these calls tell `> 0` from `!= 0`."""
     for a, slot, value in _slots(op, sample):
         if isinstance(value, float):
             for new in (-value, 0.0) if value else (1.0, -1.0):
-                yield Variation(_replace(sample, {slot: new}), f"{a.name}: {value:g} -> {new:g}",
-                                "float")
+                yield from _and_redrawn(op, Variation(_replace(sample, {slot: new}),
+                                                      f"{a.name}: {value:g} -> {new:g}", "float"))
 
 
 def _dtype_variations(op: OpOverload, sample: SampleInput,
@@ -327,7 +425,11 @@ def _values_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation
     for _, slot, value in _slots(op, sample):
         if isinstance(value, torch.Tensor) and value.numel() > 1:
             flat = value.reshape(-1)
-            picks = torch.randint(0, flat.numel(), (flat.numel(),), generator=generator)
+            if not flat.is_floating_point() and flat.unique().numel() > 1:
+                # integers from their lower half: a size that is the max + 1 (a scatter's
+                # output without `dim_size`) moves, and indices stay in range
+                flat = flat[flat <= flat.float().median()]
+            picks = torch.randint(0, flat.numel(), (value.numel(),), generator=generator)
             new[slot] = flat[picks.to(flat.device)].reshape(value.shape).clone()
     if new:
         yield Variation(_replace(sample, new),
@@ -342,10 +444,17 @@ def _rank_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]
     tensors = [(a, slot, v) for a, slot, v in slots if isinstance(v, torch.Tensor)]
     lead = next((v.shape[0] for _, _, v in tensors if v.dim() >= 2), None)
     group = [(a, slot, v) for a, slot, v in tensors if v.dim() >= 2 and v.shape[0] == lead]
-    if not group or any(lead in v.shape for _, _, v in tensors if all(v is not g for *_, g
-                                                                       in group)):
-        return  # another tensor describes those rows (per-row stats, positions): none made
+    if not group:
+        return
     names = ", ".join(a.name for a, _, _ in group)
+    # a dim of 2 after the leading one keeps the rows, so per-row tensors (an index, stats)
+    # still describe them: a scatter of [E, C] messages by a 1-D index takes [E, H, C] too
+    inserted = {slot: v.unsqueeze(1).repeat(1, 2, *([1] * (v.dim() - 1))) for _, slot, v in group}
+    if sum(t.numel() * t.element_size() for t in inserted.values()) <= MAX_BYTES:
+        yield Variation(_replace(sample, inserted), f"{names}: a dim of 2 inserted after the "
+                        "leading one", "rank")
+    if any(lead in v.shape for _, _, v in tensors if all(v is not g for *_, g in group)):
+        return  # another tensor describes those rows (per-row stats, positions): no more
     added = {slot: v.unsqueeze(0).repeat(3, *([1] * v.dim())) for _, slot, v in group}
     if sum(t.numel() * t.element_size() for t in added.values()) <= MAX_BYTES:
         yield Variation(_replace(sample, added), f"{names}: a leading dim of 3 added", "rank")
@@ -392,7 +501,9 @@ def variations(op: OpOverload, sample: SampleInput,
     kinds = [_values_variation(op, sample), _shared_dim_variations(op, sample),
              _odd_variation(op, sample),
              _alone_dim_variations(op, sample), _int_variations(op, sample),
+             _bool_variations(op, sample), _none_variations(op, sample),
              _dtype_variations(op, sample, dtypes), _rank_variations(op, sample),
+             _index_rank_variations(op, sample), _group_dim_variations(op, sample),
              _layout_variations(op, sample), _float_variations(op, sample)]
     produced = 0
     while kinds:

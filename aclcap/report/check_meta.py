@@ -109,6 +109,12 @@ def exit_reasons(result: MetaReport, synthesized: SynthesisRun | None = None) ->
                            f"verified ({', '.join(bad[:3])}{more}: see synthesis above)")
         if n := sum(s.no_samples for s in synthesized.done):
             reasons.append(f"{n} op(s) to synthesize without samples")
+        if synthesized.cpp_build_error:
+            reasons.append("the emitted C++ does not build (see synthesis above)")
+        if faulty := [s.op for s in synthesized.done if s.kernel_findings]:
+            reasons.append(f"{len(faulty)} op(s) whose kernel gives two eager runs on the same "
+                           f"inputs differently ({', '.join(faulty[:3])}"
+                           f"{' and more' if len(faulty) > 3 else ''}: KERNEL FINDING above)")
     return reasons
 
 
@@ -191,9 +197,12 @@ def synthesis_lines(run: SynthesisRun) -> list[str]:
     """The report: per op its verdict, the rule in words, defects, notes, diffs."""
     from aclcap.meta.synthesize.describe import describe_rule  # torch: only with synthesis
 
+    tagged = [f"  {len(run.left_to_torch)} op(s) not synthesized, torch generates their fake "
+              "from their tag (torch.Tag.out, torch.Tag.inplace; their rows above check it): "
+              + ", ".join(run.left_to_torch)] if run.left_to_torch else []
     if not run.done:
         return ["synthesis: no op's meta is missing, failing or left to torch's trivial "
-                "fake: nothing written (--synthesize-all re-derives every op)"]
+                "fake: nothing written (--synthesize-all re-derives every op)", *tagged]
     made = sum(s.rule is not None for s in run.done)
     verified = sum(s.ok for s in run.done)
     out = [f"synthesis: {len(run.done)} op(s), {made} synthesized, {verified} verified, "
@@ -202,6 +211,7 @@ def synthesis_lines(run: SynthesisRun) -> list[str]:
         if s.no_samples:
             continue
         out.append(f"  {s.op}: {s.verdict()}")
+        out += [f"    KERNEL FINDING: {k}" for k in s.kernel_findings]
         if s.rule is None:
             continue
         out.append(f"    from {s.rule.evidence} ({s.observed} of {s.tried} tried calls "
@@ -218,6 +228,10 @@ def synthesis_lines(run: SynthesisRun) -> list[str]:
     if bare := [s.op for s in run.done if s.no_samples]:
         out.append(f"  {len(bare)} op(s) not synthesized, no samples (declare them with "
                    "@aclcap.samples or pass --samples-from MODEL.py): " + ", ".join(bare))
+    out += tagged
     if run.library is not None:
         out.append(f"  C++ Meta kernels built into {run.library}")
+    if run.cpp_build_error:
+        out.append(f"  C++ Meta kernels NOT built (no op's C++ kernel is verified; the Python "
+                   f"verdicts above stand): {run.cpp_build_error}")
     return out

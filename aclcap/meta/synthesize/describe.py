@@ -4,8 +4,9 @@ Python computes them."""
 
 from __future__ import annotations
 
-from aclcap.meta.synthesize.emit_python import expr_source
+from aclcap.meta.synthesize.emit_python import expr_source, shape_parts
 from aclcap.meta.synthesize.rules import (
+    AlongDim,
     DtypeRule,
     LeadingDims,
     OpRule,
@@ -19,7 +20,8 @@ def _size(e: object) -> str:
     if isinstance(e, LeadingDims):
         return f"*{e.arg}.shape" + (f"[:-{e.drop}]" if e.drop else "")
     if isinstance(e, Unbacked):
-        return f"data-dependent ({e.min_seen}..{e.max_seen} seen)"
+        what = "data-dependent" if e.data_dependent else "no formula fits"
+        return f"{what} ({e.min_seen}..{e.max_seen} seen)"
     return expr_source(e)  # type: ignore[arg-type]
 
 
@@ -38,8 +40,17 @@ def _dtype(rule: DtypeRule | None) -> str:
 def describe_output(index: int, out: OutputRule) -> str:
     if out.shape is None:
         return f"out {index}: always None"
+    if out.given is not None:
+        arg, given, absent = out.given
+        return (f"{describe_output(index, given)} where `{arg}` is given; else "
+                + describe_output(index, absent).split(": ", 1)[1])
     if isinstance(out.shape, WholeShape):
         shape = f"shape given by `{out.shape.arg}`"
+    elif isinstance(out.shape, AlongDim):  # the middle in words, as _size says it
+        parts = shape_parts(out)
+        if out.shape.middle and out.shape.keepdim is None:
+            parts[1:-1] = [_size(e) for e in out.shape.middle]
+        shape = "[" + ", ".join(parts) + "]"
     else:
         shape = "[" + ", ".join(_size(e) for e in out.shape) + "]"
     parts = [shape]
@@ -65,4 +76,8 @@ def describe_rule(rule: OpRule) -> list[str]:
               f"`{w}` (schema does NOT mark it `!`)" for w in rule.writes]
     if writes:
         lines[-1] += "; writes " + ", ".join(writes)
+    guard = rule.rank_guard
+    if guard is not None:
+        lines[-1] += (f"; for `{guard.arg}` of rank {' or '.join(map(str, guard.ranks))} only "
+                      "(torch._check refuses others)")
     return lines

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
@@ -235,11 +235,6 @@ def _dtype_source(rule: DtypeRule | None, base: str) -> str:
     return text
 
 
-def _is_data_dependent(rule: OpRule) -> bool:
-    return any(isinstance(e, Unbacked) for o in rule.outputs if isinstance(o.shape, tuple)
-               for e in o.shape)
-
-
 def _condition(arg: str, condition: str, declared: str) -> str:
     """A none_when condition (rules.NONE_CONDITIONS: `is None`, `> 0`, `is True`) in C++."""
     name = pyname(arg)
@@ -363,9 +358,10 @@ def kernel_name(op: str) -> str:
     return f"{base}_meta" if overload in ("", "default") else f"{base}_{overload}_meta"
 
 
-def function_source(rule: OpRule, sig: CppSignature | None = None) -> str:
+def function_source(rule: OpRule, sig: CppSignature | None = None, name: str = "") -> str:
     """One Meta kernel for one op rule, in the library's own C++ signature `sig` where it
-    is known (the dispatcher aborts on a Meta kernel of another signature)."""
+    is known (the dispatcher aborts on a Meta kernel of another signature); `name` where
+    kernel_name's would clash with another namespace's op of the same name."""
     schema = rule.schema_spec()
     types = {a.name: a.type for a in schema.args}
     base = base_tensor(schema)
@@ -380,7 +376,7 @@ def function_source(rule: OpRule, sig: CppSignature | None = None) -> str:
         f"std::tuple<{', '.join(rets)}>"
     lines = _comment(rule.schema) + [
         ln for sentence in evidence_sentences(rule) for ln in _comment(sentence)]
-    head = f"{ret} {kernel_name(rule.op)}("
+    head = f"{ret} {name or kernel_name(rule.op)}("
     one = head + ", ".join(params) + ") {"
     lines += [one] if len(one) <= 100 else [head + params[0] + ","] + [
         " " * len(head) + p + ("," if i < len(params) - 2 else ") {")
@@ -403,55 +399,61 @@ def function_source(rule: OpRule, sig: CppSignature | None = None) -> str:
 
 
 def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "",
-             signatures: dict[str, CppSignature] | None = None) -> str:
+             signatures: dict[str, CppSignature] | None = None, not_built: str = "") -> str:
     """The whole C++ file: one Meta kernel per rule, in the library's C++ signature where
     `signatures` has it, and one `TORCH_LIBRARY_IMPL(ns, Meta, m)` block per namespace (only
     `ns` where given); a rule that must not be registered (OpRule.unregistered) keeps its
     kernel and has its `m.impl` line commented out, with the reason. Rules with a
     data-dependent size (see the module docstring) or a schema type C++ has no form for
-    here get a comment instead. Only the headers the kernels use are included."""
+    here get a comment instead. Only the headers the kernels use are included, and each
+    helper once, whatever the namespaces (one translation unit: a second definition does
+    not build). `not_built`: why this file did not build, said at its top."""
     signatures = signatures or {}
     by_ns: dict[str, list[OpRule]] = defaultdict(list)
     for rule in rules:
         by_ns[rule.op.split("::", 1)[0]].append(rule)
     if ns is not None:
         by_ns = {ns: by_ns.get(ns, [])}
-    body = ""
-    for name, group in by_ns.items():
+    taken = Counter(kernel_name(r.op) for group in by_ns.values() for r in group)
+
+    def name_of(op: str) -> str:  # two namespaces' ops of one name: two kernels
+        name = kernel_name(op)
+        return f"{op.split('::', 1)[0]}_{name}" if taken[name] > 1 else name
+
+    blocks: list[tuple[str, list[OpRule], list[str], list[list[str]]]] = []
+    for space, group in by_ns.items():
         kernels, bodies, skipped = [], [], []
         for rule in group:
-            if _is_data_dependent(rule):
+            if rule.python_only():
                 skipped.append(_comment(
-                    f"{rule.op}: an output size is data-dependent (no formula over the inputs "
-                    "fits). A C++ Meta kernel cannot make an unbacked SymInt, so this op has "
-                    "none here: load the Python fake that `aclcap check-meta --synthesize` "
-                    "writes for it (ctx.new_dynamic_size())."))
+                    f"{rule.op}: {rule.python_only()}, so this op has none here: load the "
+                    "Python fake that `aclcap check-meta --synthesize` writes for it."))
                 continue
             try:
-                bodies.append(function_source(rule, signatures.get(rule.op)))
+                bodies.append(function_source(rule, signatures.get(rule.op), name_of(rule.op)))
             except ValueError as exc:  # a schema type with no C++ form here: say so, go on
                 skipped.append(_comment(f"{rule.op}: no C++ Meta kernel emitted: {exc}; load "
                                         "the Python fake that `--synthesize` writes for it."))
                 continue
             kernels.append(rule)
-        body += "\nnamespace {\n"
-        if any("leading_dims(" in b for b in bodies):
-            body += _LEADING_HELPER
-        if any("view_of_contiguous(" in b for b in bodies):
-            body += _VIEW_HELPER
-        if any("empty_in_order" in b for b in bodies):
-            body += _DENSE_HELPER
-        if any("empty_in_order_of(" in b for b in bodies):
-            body += _ORDER_HELPER
+        blocks.append((space, kernels, bodies, skipped))
+    every = [b for _, _, bodies, _ in blocks for b in bodies]
+    helpers = "".join(helper for use, helper in (
+        ("leading_dims(", _LEADING_HELPER), ("view_of_contiguous(", _VIEW_HELPER),
+        ("empty_in_order", _DENSE_HELPER), ("empty_in_order_of(", _ORDER_HELPER))
+        if any(use in b for b in every))
+    body = ""
+    for i, (space, kernels, bodies, skipped) in enumerate(blocks):
+        body += "\nnamespace {\n" + (helpers if i == 0 else "")
         body += "".join("\n" + b for b in bodies)
         body += "\n}  // namespace\n"
         body += "".join("\n" + "\n".join(lines) + "\n" for lines in skipped)
-        body += f"\nTORCH_LIBRARY_IMPL({name}, Meta, m) {{\n"
+        body += f"\nTORCH_LIBRARY_IMPL({space}, Meta, m) {{\n"
         for r in kernels:
             overload = r.op.split("::", 1)[1].removesuffix(".default")
-            line = f'm.impl("{overload}", TORCH_FN({kernel_name(r.op)}));'
+            line = f'm.impl("{overload}", TORCH_FN({name_of(r.op)}));'
             if r.unregistered:
-                body += f"  // not registered (the reason is above {kernel_name(r.op)}):\n"
+                body += f"  // not registered (the reason is above {name_of(r.op)}):\n"
                 line = f"// {line}"
             body += f"  {line}\n"
         body += "}\n"
@@ -459,7 +461,9 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "",
                 if not use or use in body]
     system = [i for i in includes if not i.endswith(".h>")]
     own = [i for i in includes if i.endswith(".h>")]
-    return (HEADER.format(extra=f"\n// {header.strip()}" if header.strip() else "")
+    built = "".join(line + "\n" for line in _comment(
+        f"NOT BUILT: {not_built}. No kernel below was verified in C++.")) if not_built else ""
+    return (HEADER.format(extra=f"\n// {header.strip()}" if header.strip() else "") + built
             + "\n".join(own) + "\n" + ("\n" + "\n".join(system) + "\n" if system else "")
             + body)
 

@@ -14,6 +14,7 @@ import math
 from dataclasses import replace
 
 from aclcap.meta.synthesize.rules import (
+    AlongDim,
     BinOp,
     Const,
     Dim,
@@ -25,6 +26,7 @@ from aclcap.meta.synthesize.rules import (
     Numel,
     OpRule,
     OutputRule,
+    TrailingDims,
     Unbacked,
     WholeShape,
 )
@@ -81,6 +83,8 @@ def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
         return "torch.library.get_ctx().new_dynamic_size()"
     if isinstance(e, LeadingDims):  # only ever first in a shape list: [*x.shape[:-1], ...]
         return f"*{pyname(e.arg)}.shape" + (f"[:-{e.drop}]" if e.drop else "")
+    if isinstance(e, TrailingDims):  # only ever last in a shape list: [..., *x.shape[1:]]
+        return f"*{pyname(e.arg)}.shape" + (f"[{e.skip}:]" if e.skip else "")
     if not isinstance(e, BinOp):
         raise TypeError(f"not a shape expression: {e!r}")
     if e.op in ("max", "min"):  # max() on SymInts would guard on which is larger
@@ -110,10 +114,23 @@ def _dtype_source(rule: DtypeRule | None, base: str) -> str:
     return text
 
 
+def shape_parts(out: OutputRule) -> list[str]:
+    """The source of each element of the output's shape list. Along a `dim` argument,
+    `x.shape[dim:][1:]` is what follows that dim for a negative `dim` too."""
+    shape = out.shape
+    if isinstance(shape, AlongDim):
+        x, dim = pyname(shape.arg), pyname(shape.dim_arg)
+        middle = [expr_source(e) for e in shape.middle]
+        if shape.keepdim is not None:
+            middle = [f"*([1] if {pyname(shape.keepdim)} else [])"]
+        return [f"*{x}.shape[:{dim}]", *middle, f"*{x}.shape[{dim}:][1:]"]
+    assert isinstance(shape, tuple)
+    return [expr_source(e) for e in shape]
+
+
 def shape_list(out: OutputRule) -> str:
     """`[x.shape[0], -(-x.numel() // blocksize)]` for a shape of expressions."""
-    assert isinstance(out.shape, tuple)
-    return "[" + ", ".join(expr_source(e) for e in out.shape) + "]"
+    return "[" + ", ".join(shape_parts(out)) + "]"
 
 
 def same_shape_as(out: OutputRule, arg: str) -> bool:
@@ -135,6 +152,8 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     tensors take; `sizes` replaces the shape list (a variable, where the line is long)."""
     if out.shape is None:
         return "None"
+    if out.given is not None:  # _output_lines writes regimes as an if statement
+        raise ValueError("an output with regimes is no single expression")
     if isinstance(out.shape, WholeShape):
         sizes = pyname(out.shape.arg)
     elif sizes is None:
@@ -168,10 +187,16 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
 def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str) -> list[str]:
     """`    <prefix><output>` (prefix `return ` or `out0 = `), with the shape list hoisted
     into its own wrapped statement `size_name = [...]` where one line would be too long."""
+    if out.given is not None:  # two regimes of an optional argument: an if statement
+        arg, given, absent = out.given
+        inner = [f"    {line}" for line in _output_lines(given, base, prefix, size_name)]
+        rest = [f"    {line}" for line in _output_lines(absent, base, prefix, size_name)]
+        return [f"    if {pyname(arg)} is not None:", *inner, "    else:", *rest]
     line = f"    {prefix}{output_source(out, base)}"
-    if len(line) <= _LINE or not isinstance(out.shape, tuple) or out.alias.kind == "input":
+    if len(line) <= _LINE or not isinstance(out.shape, (tuple, AlongDim)) or \
+            out.alias.kind == "input":
         return [line]
-    parts = [expr_source(e) for e in out.shape]
+    parts = shape_parts(out)
     if out.none_when is None:
         return [*_wrap_call(f"{size_name} = [", parts, "]", indent="    "),
                 f"    {prefix}{output_source(out, base, sizes=size_name)}"]
@@ -240,6 +265,10 @@ def evidence_sentences(rule: OpRule) -> list[str]:
     if rule.defects:  # one corrected line says every defect's fix at once
         out.append(f"Corrected schema: {rule.defects[0].corrected_schema}")
     out += [f"Note: {note}" for note in rule.notes]
+    if rule.rank_guard is not None:
+        guard = rule.rank_guard
+        out.append(f"Holds for `{guard.arg}` of rank {' or '.join(map(str, guard.ranks))} "
+                   f"only: {guard.why}.")
     out += [f"Unproven: {what}." for what in rule.unproven]
     verdict = rule.verified
     if verdict is None:
@@ -251,8 +280,7 @@ def evidence_sentences(rule: OpRule) -> list[str]:
         out.append(verdict[:1].upper() + verdict[1:])  # the verdict already says so
     else:
         out.append(f"NOT VERIFIED, failed: {verdict}")
-    if any(isinstance(e, Unbacked) for o in rule.outputs if isinstance(o.shape, tuple)
-           for e in o.shape):
+    if rule.unbacked():
         out.append("A size fits no formula over the inputs (data-dependent): it is an "
                    "unbacked SymInt.")
     return out
@@ -320,6 +348,12 @@ def function_source(rule: OpRule) -> str:
             name += "_"
         return name
 
+    guard = rule.rank_guard
+    if guard is not None:
+        arg, ranks = pyname(guard.arg), guard.ranks
+        test = f"{arg}.dim() == {ranks[0]}" if len(ranks) == 1 else f"{arg}.dim() in {ranks}"
+        lines += [f"    torch._check({test}, lambda: f\"{guard.arg} of rank {{{arg}.dim()}}: "
+                  f"this fake holds for rank {' or '.join(map(str, ranks))} only\")"]
     if not schema.returns:
         lines.append("    return None")
     elif len(rule.outputs) == 1:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 
 from aclcap._compat import OpOverload, SchemaArgument
-from aclcap.meta.observe import ObservedCall, TensorFacts
+from aclcap.meta.observe import VARIATION, ObservedCall, TensorFacts
 from aclcap.meta.synthesize.expr_search import evaluate, search, size, terms
 from aclcap.meta.synthesize.rules import (
     NONE_CONDITIONS,
     AliasRule,
+    AlongDim,
     BinOp,
     Dim,
     DtypeRule,
@@ -28,13 +30,16 @@ from aclcap.meta.synthesize.rules import (
     LeadingDims,
     OpRule,
     OutputRule,
+    RankGuard,
     SchemaDefect,
+    TrailingDims,
     Unbacked,
     WholeShape,
 )
 from aclcap.meta.synthesize.schema import OpSchema
 
 HOLD_OUT_EVERY = 3
+ONE_RANK = "fitted on rank"  # a note's words where an output's rule covers one rank of it
 # A formula found only once the held-out calls join the fit is trusted when it is a term or
 # one operation on two: larger ones can fit a few calls by accident (n - n // x.shape[0]
 # fits min(n, x.shape[0]) while n < 2 * x.shape[0]).
@@ -129,13 +134,13 @@ def _fit_dim(calls: Sequence[ObservedCall], target: list[int], notes: list[str],
         if refit is not None and size(refit) > MAX_REFIT_SIZE:
             notes.append(f"{what}: the formula fitted on {len(fit)} calls failed on the "
                          f"{len(held)} held out, and only a larger one fits all: none "
-                         "trusted, data-dependent")
-            return Unbacked(min(target), max(target))
+                         "trusted")
+            return Unbacked(min(target), max(target), data_dependent=False)
         expr = refit
     if expr is None:
         notes.append(f"{what}: no formula of input sizes and int arguments fits "
-                     f"{len(calls)} calls (sizes {min(target)}..{max(target)}): data-dependent")
-        return Unbacked(min(target), max(target))
+                     f"{len(calls)} calls (sizes {min(target)}..{max(target)})")
+        return Unbacked(min(target), max(target), data_dependent=False)
     return expr
 
 
@@ -175,8 +180,67 @@ def _leading(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
     return None
 
 
+def _tensor_args(calls: Sequence[ObservedCall]) -> list[str]:
+    return [a.name for a in calls[0].args if all(c.arg(a.name).tensor is not None
+                                                   for c in calls)]
+
+
+def _gathered(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
+              ) -> tuple[LeadingDims, TrailingDims] | None:
+    """`[*idx.shape, *x.shape[skip:]]` in every call, for an `idx` whose rank varied: an
+    index tensor's dims followed by the indexed tensor's trailing dims."""
+    names = _tensor_args(calls)
+    for lead in names:
+        if len({len(c.arg(lead).tensor.shape) for c in calls}) < 2:
+            continue
+        for rest in names:
+            low = min(len(c.arg(rest).tensor.shape) for c in calls)
+            for skip in range(1, low + 1):
+                if rest != lead and all(
+                        o.shape == c.arg(lead).tensor.shape + c.arg(rest).tensor.shape[skip:]
+                        for c, o in zip(calls, outs, strict=True)):
+                    return LeadingDims(lead, 0), TrailingDims(rest, skip)
+    return None
+
+
+def _along_dim(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
+               notes: list[str], frame: AlongDim | None = None) -> AlongDim | None:
+    """The output is a tensor argument's shape with the dim an int argument picks replaced,
+    removed, or kept as 1 where a bool argument says so, in every call, over at least two
+    dims picked: a reduction or a scatter along `dim`. With a `frame` (the other regime's
+    rule), along its argument and dim argument whatever dims these calls picked."""
+    ints = [a.name for a in calls[0].args if all(
+        isinstance(c.arg(a.name).value, int) and not isinstance(c.arg(a.name).value, bool)
+        for c in calls)]
+    bools = [a.name for a in calls[0].args
+             if all(isinstance(c.arg(a.name).value, bool) for c in calls)]
+    for arg in _tensor_args(calls) if frame is None else [frame.arg]:
+        shapes = [c.arg(arg).tensor.shape for c in calls]
+        for dim_arg in ints if frame is None else [frame.dim_arg]:
+            values = [c.arg(dim_arg).value for c in calls]
+            if not all(-len(s) <= v < len(s) for s, v in zip(shapes, values, strict=True)):
+                continue
+            picked = [v % len(s) for s, v in zip(shapes, values, strict=True)]
+            if len(set(picked)) < 2 and len({len(s) for s in shapes}) < 2 and frame is None:
+                continue  # neither the dim picked nor the rank around it ever moved
+            rest = [s[:d] + s[d + 1:] for s, d in zip(shapes, picked, strict=True)]
+            if all(len(o.shape) == len(s) and o.shape[:d] + o.shape[d + 1:] == r for o, s, d, r
+                   in zip(outs, shapes, picked, rest, strict=True)):
+                middle = _fit_dim(calls, [o.shape[d] for o, d in zip(outs, picked, strict=True)],
+                                  notes, f"output {index} dim `{dim_arg}`")
+                return AlongDim(arg, dim_arg, (middle,))
+            if all(o.shape == r for o, r in zip(outs, rest, strict=True)):
+                return AlongDim(arg, dim_arg)
+            for keep in bools:
+                if all(o.shape == ((*s[:d], 1, *s[d + 1:]) if c.arg(keep).value else r)
+                       for c, o, s, d, r in zip(calls, outs, shapes, picked, rest, strict=True)):
+                    return AlongDim(arg, dim_arg, keepdim=keep)
+    return None
+
+
 def _shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
-           notes: list[str]) -> tuple[LeadingDims | Expr | Unbacked, ...] | WholeShape:
+           notes: list[str]
+           ) -> tuple[LeadingDims | Expr | Unbacked | TrailingDims, ...] | WholeShape | AlongDim:
     whole = _whole_shape(calls, outs)
     if whole is not None:
         return WholeShape(whole)
@@ -185,7 +249,13 @@ def _shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: in
     same = _same_shape(calls, outs)
     if same is not None:  # a whole input shape generalizes past the ranks seen
         return (LeadingDims(same, 0),)
+    along = _along_dim(calls, outs, index, notes)
+    if along is not None:
+        return along
     if len(ranks) > 1:
+        gathered = _gathered(calls, outs)
+        if gathered is not None:
+            return gathered
         leading = _leading(calls, outs)
         if leading is not None:
             trailing = len(outs[0].shape) - (len(calls[0].arg(leading.arg).tensor.shape)
@@ -194,7 +264,7 @@ def _shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: in
                                         f"output {index} dim {d - trailing}")
                                for d in range(trailing)))
         notes.append(f"output {index}'s rank varies ({', '.join(map(str, sorted(ranks)))}) "
-                     f"and keeps no input's leading dims: fitted on rank {rank} only")
+                     f"and keeps no input's leading dims: {ONE_RANK} {rank} only")
         kept = [(c, o) for c, o in zip(calls, outs, strict=True) if len(o.shape) == rank]
         calls, outs = [c for c, _ in kept], [o for _, o in kept]
     return tuple(_fit_dim(calls, [o.shape[d] for o in outs], notes, f"output {index} dim {d}")
@@ -293,13 +363,95 @@ def _order(f: TensorFacts) -> list[int]:
 
 
 def _alias(outs: Sequence[TensorFacts]) -> AliasRule:
+    """Input, view or none; "mixed" where some calls alias and others do not (regimes of an
+    optional `out`), which _output settles or replaces by none."""
     names = {o.aliases for o in outs}
     if len(names) == 1 and None not in names:
         return AliasRule("input" if all(o.is_input for o in outs) else "view", names.pop())
-    return AliasRule("none")
+    return AliasRule("mixed" if len(names) > 1 else "none")
 
 
-def _output(calls: Sequence[ObservedCall], index: int, notes: list[str]) -> OutputRule:
+def _given(call: ObservedCall, arg: str) -> bool:
+    facts = call.arg(arg)
+    return facts.tensor is not None or facts.tensors is not None or facts.value is not None
+
+
+def regime_of(out: OutputRule, call: ObservedCall) -> OutputRule:
+    """The rule `call` falls under: its regime of each optional argument (rules.OutputRule
+    .given), without the other regimes."""
+    while out.given is not None:
+        arg, given, absent = out.given
+        out = given if _given(call, arg) else absent
+    return out
+
+
+def _flaws(rule: OutputRule | None, calls: Sequence[ObservedCall]) -> int:
+    """What a rule leaves unsettled, counted per call in the regime it falls under: a
+    data-dependent size, an alias that holds in some calls only; no rule at all (no dtype
+    rule fits) counts most. A regime that settles the calls where an argument is given
+    beats one rule that settles none."""
+    if rule is None:
+        return len(calls) << 8
+    flaws = 0
+    for call in calls:
+        own = regime_of(rule, call)
+        flaws += sum(isinstance(e, Unbacked) for e in own.sizes()) + (own.alias.kind == "mixed")
+    return flaws
+
+
+def _output(calls: Sequence[ObservedCall], index: int, notes: list[str],
+            optional: Sequence[str] = ()) -> OutputRule:
+    """The output's rule over `calls`; where it leaves something unsettled and an optional
+    argument is given in some calls and None in others, the rule of each regime (`dim_size`
+    given: a size from it; None: one that follows the data; `out` given: `out` itself)."""
+    own: list[str] = []
+    try:
+        rule: OutputRule | None = _plain_output(calls, index, own)
+    except SynthesisError:
+        rule = None
+    least = _flaws(rule, calls)
+    best: tuple[OutputRule, list[str]] | None = None
+    for arg in optional if least else ():
+        given = [c for c in calls if _given(c, arg)]
+        absent = [c for c in calls if not _given(c, arg)]
+        if not given or not absent:
+            continue
+        tried: list[str] = []
+        try:
+            rest = [o for o in optional if o != arg]
+            when_given = _output(given, index, tried, rest)
+            when_none = _framed(absent, index, tried, rest, when_given)
+            split = replace(when_none, given=(arg, when_given, when_none))
+        except SynthesisError:
+            continue
+        if _flaws(split, calls) < least:
+            least, best = _flaws(split, calls), (split, tried)
+    if best is not None:
+        notes += best[1]
+        return best[0]
+    if rule is None:
+        return _plain_output(calls, index, notes)  # raises what no regime settles
+    notes += own
+    return replace(rule, alias=AliasRule("none")) if rule.alias.kind == "mixed" else rule
+
+
+def _framed(calls: Sequence[ObservedCall], index: int, notes: list[str],
+            optional: Sequence[str], other: OutputRule) -> OutputRule:
+    """The rule of one regime, along the same `dim` argument as the other regime's where
+    that fits: a regime seen at one `dim` value (`dim_size` None) takes the frame the other
+    showed over several."""
+    rule = _output(calls, index, notes, optional)
+    frame = other.shape if isinstance(other.shape, AlongDim) else None
+    present = [c for c in calls if c.outputs[index] is not None]
+    if frame is None or isinstance(rule.shape, AlongDim) or rule.given is not None or \
+            not present:
+        return rule
+    outs = [c.outputs[index] for c in present]
+    framed = _along_dim(present, outs, index, [], frame)
+    return rule if framed is None else replace(rule, shape=framed)
+
+
+def _plain_output(calls: Sequence[ObservedCall], index: int, notes: list[str]) -> OutputRule:
     present = [c for c in calls if c.outputs[index] is not None]
     if not present:
         return OutputRule(shape=None)
@@ -362,21 +514,46 @@ def _defects(schema: OpSchema, outputs: list[OutputRule], writes: list[str]
 
 
 _ALONE = re.compile(r"^(?P<arg>\w+) (?:dim (?P<dim>\d+) )?alone")
+_TOGETHER = re.compile(r"^(?P<members>.+) together(?::|$)")
+_MEMBER = re.compile(r"(\w+) dim (\d+)")
 
 
-def _dims_used(shape: object, calls: Sequence[ObservedCall]) -> list[tuple[str, int]]:
-    """(argument, dim from 0) of every input dim an output shape reads."""
-    if not isinstance(shape, tuple):
-        return []
+def _separated(rejected: Sequence[str]) -> list[set[tuple[str, int]]]:
+    """The dims each rejected group change changed together (variations' "dim-group"): two
+    dims one of these changed without the other were tied by the kernel, as far as the
+    search of every group went."""
+    return [{(a, int(d)) for a, d in _MEMBER.findall(m["members"])}
+            for m in map(_TOGETHER.match, rejected) if m]
+
+
+def _rank(calls: Sequence[ObservedCall], arg: str) -> int:
+    """The rank of tensor argument `arg` in the first call that passes it."""
+    return next(len(c.arg(arg).tensor.shape) for c in calls if c.arg(arg).tensor is not None)
+
+
+def _dims_used(out: OutputRule, calls: Sequence[ObservedCall]) -> list[tuple[str, int]]:
+    """(argument, dim from 0) of every input dim an output shape reads, in every regime."""
+    shape = out.shape
     used: list[tuple[str, int]] = []
+    if out.given is not None:
+        return [*_dims_used(out.given[1], calls), *_dims_used(out.given[2], calls)]
+    if isinstance(shape, AlongDim):
+        rank = _rank(calls, shape.arg)
+        used += [(shape.arg, d) for d in range(rank)]
+        shape = shape.middle
+    if not isinstance(shape, tuple):
+        return used
 
     def walk(e: object) -> None:
         if isinstance(e, Dim) and e.item is None:
-            rank = len(calls[0].arg(e.arg).tensor.shape)
+            rank = _rank(calls, e.arg)
             used.append((e.arg, e.index % rank))
         elif isinstance(e, LeadingDims):
-            rank = len(calls[0].arg(e.arg).tensor.shape)
+            rank = _rank(calls, e.arg)
             used.extend((e.arg, d) for d in range(rank - e.drop))
+        elif isinstance(e, TrailingDims):
+            rank = _rank(calls, e.arg)
+            used.extend((e.arg, d) for d in range(e.skip, rank))
         elif isinstance(e, BinOp):
             walk(e.left)
             walk(e.right)
@@ -391,8 +568,18 @@ def _unproven(calls: Sequence[ObservedCall], outputs: list[OutputRule],
     """What no call could tell apart, so the rule stays a guess there: two input dims (or
     dtypes) equal in every call where neither was varied alone (the kernel rejecting that
     ties them), and output dims that were 0 in every call."""
-    tied = {(m["arg"], int(m["dim"]) if m["dim"] else None)
-            for m in map(_ALONE.match, rejected) if m}
+    tied = {(m["arg"], None) for m in map(_ALONE.match, rejected) if m and not m["dim"]}
+    alone = {(m["arg"], int(m["dim"])) for m in map(_ALONE.match, rejected) if m and m["dim"]}
+    groups = _separated(rejected)
+
+    def tied_dims(a: tuple[str, int], b: tuple[str, int], equal: int) -> bool:
+        """The kernel rejected a change of one of a, b without the other: a group change,
+        or, where only the two held that size (`equal`), one of them changed alone. Alone
+        changes of three or more prove nothing between two (q tied to k, v to the state)."""
+        if any((a in g) != (b in g) for g in groups):
+            return True
+        return equal == 2 and (a in alone or b in alone)
+
     vectors: dict[tuple[str, int], tuple[int, ...]] = {}
     for arg in calls[0].args:
         facts = [c.arg(arg.name).tensor for c in calls]
@@ -401,16 +588,22 @@ def _unproven(calls: Sequence[ObservedCall], outputs: list[OutputRule],
                 vectors[(arg.name, d)] = tuple(f.shape[d] for f in facts)
     found: list[str] = []
     for i, out in enumerate(outputs):
-        for key in dict.fromkeys(_dims_used(out.shape, calls)):
+        for key in dict.fromkeys(_dims_used(out, calls)):
             mine = vectors.get(key)
             if mine is None or len(set(mine)) == 1:  # never varied: no other size was taken
                 continue
+            equal = sum(v == mine for v in vectors.values())
             twins = [k for k, v in vectors.items() if k[0] != key[0] and v == mine
-                     and k not in tied]
+                     and not tied_dims(key, k, equal)]
             if twins:
                 found.append(f"output {i} follows `{key[0]}` dim {key[1]}, which equalled "
                              + ", ".join(f"`{a}` dim {d}" for a, d in twins[:3])
                              + " in every call: give a sample where they differ")
+        for e in out.sizes():
+            if isinstance(e, Unbacked) and not e.data_dependent:
+                found.append(f"output {i} has a size that fits no formula of the inputs, yet "
+                             "equal inputs always gave it equal: not shown data-dependent")
+                break
         shapes = [c.outputs[i].shape for c in calls if c.outputs[i] is not None]
         if shapes and len({len(s) for s in shapes}) == 1 and any(
                 all(s[d] == 0 for s in shapes) for d in range(len(shapes[0]))):
@@ -445,12 +638,52 @@ def infer(op: OpOverload, calls: Sequence[ObservedCall],
         if not _tensor_return(ret):
             raise SynthesisError(f"output {i} is {ret.type}: only Tensor outputs are "
                                  "synthesized")
+    optional = [a.name for a in op._schema.arguments if str(a.type).startswith("Optional[")]
     notes: list[str] = []
-    outputs = [_output(calls, i, notes) for i in range(len(returns))]
+    outputs = [_output(calls, i, notes, optional) for i in range(len(returns))]
+    guard = None
+    if _unsettled(outputs, notes):
+        guarded = _rank_guarded(calls, len(returns), optional)
+        if guarded is not None:
+            guard, calls, outputs, notes = guarded
     written = {name for c in calls for name in c.written}
     writes = [a.name for a in op._schema.arguments if a.name in written]
     schema = OpSchema.of(op)
     held = len(held_out(len(calls)))
     return OpRule(qualname, schema.text(), outputs, writes, _defects(schema, outputs, writes),
                   fitted_on=len(calls) - held, held_out=held, evidence=_evidence(calls),
-                  notes=notes, spec=schema, unproven=_unproven(calls, outputs, rejected))
+                  notes=notes, spec=schema, unproven=_unproven(calls, outputs, rejected),
+                  rank_guard=guard)
+
+
+def _unsettled(outputs: Sequence[OutputRule], notes: Sequence[str]) -> bool:
+    """A size no formula fits that no call showed following the data, or an output fitted
+    on one of the ranks it came in: what a guard on the input's rank may settle."""
+    return any(isinstance(e, Unbacked) and not e.data_dependent for o in outputs
+               for e in o.sizes()) or any(ONE_RANK in n for n in notes)
+
+
+def _rank_guarded(calls: Sequence[ObservedCall], count: int, optional: Sequence[str]
+                  ) -> tuple[RankGuard, list[ObservedCall], list[OutputRule], list[str]] | None:
+    """Where an output size fits no formula over all calls, but does over the calls whose
+    tensor argument has the ranks the samples gave it (a kernel coherent only for 2-D
+    input, which broadcasts a 3-D one into garbage): the guard, those calls, their rules
+    and notes. Never a size the data decides: that one is no rank's fault."""
+    for arg in _tensor_args(calls):
+        ranks = {len(c.arg(arg).tensor.shape) for c in calls}
+        given = {len(c.arg(arg).tensor.shape) for c in calls if c.phase != VARIATION}
+        if len(ranks) < 2 or not given or given == ranks:
+            continue
+        kept = [c for c in calls if len(c.arg(arg).tensor.shape) in given]
+        notes: list[str] = []
+        outputs = [_output(kept, i, notes, optional) for i in range(count)]
+        if _unsettled(outputs, notes):
+            continue
+        other = next(c for c in calls if c not in kept)
+        shown = next((f"output {i} {list(o.shape)}" for i, o in enumerate(other.outputs)
+                      if o is not None), "its outputs")
+        why = (f"for `{arg}` of rank {len(other.arg(arg).tensor.shape)} the kernel gave "
+               f"{shown} from `{arg}` {list(other.arg(arg).tensor.shape)}, which follows no "
+               "formula of the input sizes")
+        return RankGuard(arg, tuple(sorted(given)), why), kept, outputs, notes
+    return None

@@ -1,7 +1,8 @@
 """The calls synthesis learns from, made in check-meta's worker (a kernel that crashes costs
 that op only): each sample (declared with @aclcap.samples, or harvested from a model file's
 build and step) and its variations, run on the real kernel. A variation the kernel rejects
-is no observation. The same samples are made again, in a fresh worker, to verify the
+is no observation, nor is a call whose two eager runs differ (faults.py: the kernel's
+fault, reported as such). The same samples are made again, in a fresh worker, to verify the
 synthesized meta on the calls held out of fitting: every sample is drawn under a fixed seed,
 and a call is found again by its key (shapes, dtypes, strides, argument values)."""
 
@@ -21,10 +22,10 @@ from aclcap.meta.observe import (
     VARIATION,
     ObservedCall,
     RecordedCall,
-    observe,
     observed_inputs,
 )
 from aclcap.meta.sample_inputs import SampleInput, samples_for
+from aclcap.meta.synthesize.faults import FaultyCall, kernel_finding, observe_twice
 from aclcap.meta.variations import TIED, VALUES_REDRAWN, variations
 
 MAX_CALLS = 300  # per op: ~3 samples with their variations
@@ -51,9 +52,13 @@ class Observation:
     rejected: list[str] = field(default_factory=list)  # "x dim 1: 64 -> 65: <error>"
     meta_diffs: list[str] = field(default_factory=list)
     meta_compared: int = 0  # calls the existing meta was run on (diff_meta)
+    faulty: list[FaultyCall] = field(default_factory=list)  # two eager runs differed
 
     def to_dict(self) -> dict:
         return {"calls": [c.to_dict() for c in self.calls], "tried": self.tried,
+                "kernel_findings": [kernel_finding(self.faulty, self.calls,
+                                                   "fitting and verification")]
+                if self.faulty else [],
                 "rejected": self.rejected[:5], "rejected_count": len(self.rejected),
                 # what each rejected call changed, without the error: what the kernel ties
                 "rejected_changes": [r.split(": ", 1)[0] for r in self.rejected],
@@ -133,9 +138,12 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
         if announce is not None:
             announce(call_step(index, what))
         try:
-            recorded = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
+            recorded, differs = observe_twice(op, sample, site=site, phase=phase)
         except Exception as exc:  # the kernel rejects it: no observation
             seen.rejected.append(f"{what}: {first_line(exc)}")
+            continue
+        if differs:  # the kernel's fault (faults.py): its values tell nothing of a fake
+            seen.faulty.append(FaultyCall(recorded.call, what, differs))
             continue
         seen.calls.append(recorded.call)
         if diff_meta and len(seen.meta_diffs) < 3:

@@ -2,10 +2,12 @@
 worker (observation.py), a rule per op (infer.py), source (emit_python.py, emit_cpp.py),
 and a fresh worker that loads that source after the op library and runs the battery on
 calls held out of fitting (verify). The file is written again with each function's
-verification in its comment: a failing check is named there, never passed over."""
+verification in its comment: a failing check is named there, never passed over. A call whose
+two eager runs differ is the kernel's fault, not the fake's: a kernel finding (faults.py)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -17,14 +19,15 @@ from aclcap._isolated import ChildDied, run_isolated
 from aclcap.build import BuildError, cache_root
 from aclcap.errors import UsageError
 from aclcap.loading.model_file import load_model_file
-from aclcap.meta.observe import ObservedCall
+from aclcap.meta.crashes import composite_fix
+from aclcap.meta.observe import BUILD, STEP, ObservedCall
 from aclcap.meta.options import CheckMetaOptions
-from aclcap.meta.registry import MetaKind, OpInfo, resolve_overload
+from aclcap.meta.registry import MetaKind, OpInfo, generated_fake, resolve_overload
 from aclcap.meta.runner import MetaReport, run_checks
 from aclcap.meta.synthesize.describe import describe_rule
 from aclcap.meta.synthesize.emit_cpp import build_meta_library, emit_cpp, library_name
 from aclcap.meta.synthesize.emit_python import emit_python
-from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer
+from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer, regime_of
 from aclcap.meta.synthesize.observation import AS_GIVEN, call_key, crashed_call
 from aclcap.meta.synthesize.rules import OpRule, Unbacked
 from aclcap.meta.synthesize.signatures import probe_signatures
@@ -53,11 +56,14 @@ class Synthesis:
     meta_compared: int = 0  # calls the op's existing meta ran on (--synthesize-all)
     crashed: list[str] = field(default_factory=list)  # calls that crashed the kernel
     no_samples: bool = False  # nothing to learn from: counted apart, not as a failure of it
+    # Calls whose two eager runs differed (faults.py): the kernel's fault, one line per kind
+    kernel_findings: list[str] = field(default_factory=list)
+    unverified: str = ""  # why the verifying worker had no call left to judge the fake on
 
     @property
     def ok(self) -> bool:
         return self.rule is not None and bool(self.verified) and not any(
-            self.verified.values()) and not self.rule.unproven
+            self.verified.values()) and not self.rule.unproven and not self.unverified
 
     def failures(self) -> list[str]:
         """`python: <why>` per language whose verification failed."""
@@ -73,6 +79,8 @@ class Synthesis:
             return f"synthesized, not registered: {self.rule.unregistered}"
         if not self.unseen_keys:
             return "synthesized, NOT verified: no call was left unseen to verify it on"
+        if self.unverified:
+            return f"synthesized, NOT verified: {self.unverified}"
         if self.rule.unproven:
             return (f"synthesized, passed {len(self.unseen_keys)} unseen calls but NOT "
                     "verified, unproven: " + "; ".join(self.rule.unproven))
@@ -85,7 +93,8 @@ class Synthesis:
         return {
             "status": "verified" if self.ok else "not_synthesized" if rule is None else
             "failed" if self.failures() else "not_registered" if rule.unregistered else
-            "unproven" if rule.unproven else "failed",
+            "not_verified" if self.unverified else "unproven" if rule.unproven else "failed",
+            "kernel_findings": self.kernel_findings,
             "unproven": rule.unproven if rule else [],
             "verdict": self.verdict(),
             "rule": describe_rule(rule) if rule else [],
@@ -109,10 +118,12 @@ class Synthesis:
 def targets(ops: list[OpInfo], statuses: dict[str, Status], everything: bool) -> list[OpInfo]:
     """The ops to synthesize: every op with tensors (`everything`), else those whose meta
     is missing or fails, and those left to torch's generated trivial fake (no meta of
-    their own: they fail on the meta device)."""
+    their own: they fail on the meta device). Never an op torch makes the fake of from its
+    tag (torch.Tag.out, torch.Tag.inplace): check-meta checks torch's against the kernel."""
     return [o for o in ops if o.meta_kind != MetaKind.NO_TENSOR and (
         everything or o.meta_kind == MetaKind.TRIVIAL
-        or statuses.get(o.qualname) in (Status.MISSING, Status.FAIL))]
+        or statuses.get(o.qualname) in (Status.MISSING, Status.FAIL))
+        and not generated_fake(o.overload())]
 
 
 def _unseen(calls: list[ObservedCall]) -> list[str]:
@@ -184,6 +195,7 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         result.observed, result.tried = len(seen["calls"]), seen["tried"]
         result.rejected, result.meta_diffs = seen["rejected_count"], seen["meta_diffs"]
         result.meta_compared = seen["meta_compared"]
+        result.kernel_findings = list(seen.get("kernel_findings", []))
         if got.sample_count == 0:
             result.no_samples = True
             result.reason = ("no samples: synthesis needs real calls; declare them with "
@@ -191,6 +203,9 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
                              "writes a stub meanwhile)")
             continue
         calls = [ObservedCall.from_dict(c) for c in seen["calls"]]
+        if not calls and result.kernel_findings:
+            result.reason = "no call whose two eager runs agree was left to learn from"
+            continue
         if not calls:
             result.reason = (f"the kernel rejected all {result.tried} calls tried, e.g. "
                              + (seen["rejected"][0] if seen["rejected"] else "?"))
@@ -201,8 +216,7 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         except SynthesisError as exc:
             result.reason = str(exc)
             continue
-        if _data_dependent(result.rule) and any(" from " in f" {src}" for src in
-                                                 result.sample_sources):
+        if _step_data_dependent(result.rule, calls):
             result.rule.notes.append(
                 "the step calls it with a data-dependent output size: a device graph cannot "
                 "hold it, so the step breaks there (list it in SPLITTING_OPS to run it "
@@ -212,6 +226,9 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
             result.rule.notes.append(
                 f"{len(result.crashed)} call(s) crashed the kernel and were skipped: " + "; ".join(
                     what + (f" ({n} calls)" if n > 1 else "") for what, n in counts.items()))
+        guard = result.rule.rank_guard
+        if guard is not None:  # the fake refuses other ranks: no call of them verifies it
+            calls = [c for c in calls if len(c.arg(guard.arg).tensor.shape) in guard.ranks]
         result.unseen_keys = _unseen(calls)
     return made
 
@@ -221,7 +238,8 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
            on_done: Callable[[str], None] | None = None) -> None:
     """Load `library` (the emitted .py, or the .so built from the emitted .cpp) after the
     op libraries in a fresh worker and run the battery on each op's unseen calls; record
-    "" (passed) or the failing checks under `kind`."""
+    "" (passed) or the failing checks under `kind`. A call whose two eager runs differ is
+    the kernel's fault (faults.py): kept as a kernel finding, never held against the fake."""
     todo = {s.op: s for s in done if s.rule is not None and s.unseen_keys}
     if not todo:
         return
@@ -238,6 +256,8 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
                 if o.meta_kind in (MetaKind.PYTHON, MetaKind.PYTHON_META)}
     for op, s in todo.items():
         got = checked.get(op)
+        faults = (got.synthesis or {}).get("kernel_findings", []) if got is not None else []
+        s.kernel_findings += [f for f in faults if f not in s.kernel_findings]
         if got is not None and got.status != Status.PASS and kind == "cpp" and op in shadowed:
             s.verified[kind] = (f"not this kernel's verdict: the library's own fake "
                                 f"({shadowed[op]}) takes precedence over a C++ Meta kernel "
@@ -246,6 +266,9 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
             s.verified[kind] = "the verifying worker never reached it"
         elif got.status != Status.PASS:
             s.verified[kind] = "; ".join(f.message for f in got.findings) or str(got.status)
+        elif not (got.synthesis or {}).get("verified_on") and faults:
+            s.unverified = ("no held-out call was left whose two eager runs agree (see the "
+                            "kernel finding)")
         elif not (got.synthesis or {}).get("verified_on"):
             s.verified[kind] = "the verifying worker could not make the held-out calls again"
         else:
@@ -263,11 +286,34 @@ def set_verdicts(done: list[Synthesis]) -> None:
                 kinds = " and ".join(f"the {k} meta" for k in s.verified)
                 s.rule.verified += (f" with {kinds}: " + ", ".join(
                     dict.fromkeys(IN_WORDS[c] for c in s.checks)))
+            s.rule.verified += "".join(f"; KERNEL FINDING: {k}" for k in s.kernel_findings)
+
+
+# An absolute path; it ends where a compiler's quotes (curly ones too), a colon or a bracket begin.
+_PATH = re.compile(r"(?<![\w.])/(?:[^\s/:'\"\u2018\u2019()\[\],]+/)+"
+                   r"([^\s/:'\"\u2018\u2019()\[\],]+)")
+
+
+def file_names(text: str) -> str:
+    """`text` with each absolute path cut to its file name: what synthesis reports and
+    writes into the emitted files names no folder of this machine (the build folder, the
+    home, site-packages), only the file a reader looks for."""
+    return _PATH.sub(r"\1", text)
+
+
+def first_error(message: str) -> str:
+    """The compiler's first error line of a failed build's message, paths cut to file names:
+    one line says what broke; the command ninja ran (absolute paths, every flag) is left out."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    causes = [ln for ln in lines if not ln.startswith("Error building extension")] or lines
+    line = next((ln for ln in lines if re.search(r"\berror:", ln)), causes[0] if causes else "")
+    return file_names(line.split(": [1/", 1)[0])  # "Error building extension 'x': [1/2] c++ .."
 
 
 def _compile_in_child(source: Path, build_dir: Path) -> Path:
     """Build the emitted C++ and load it, in a child process: a Meta kernel the dispatcher
-    refuses aborts the process that loads it. BuildError with the reason otherwise."""
+    refuses aborts the process that loads it. BuildError with the compiler's first error
+    line (first_error) otherwise."""
     try:
         return run_isolated(build_meta_library, source, build_dir)
     except ChildDied as exc:
@@ -276,7 +322,7 @@ def _compile_in_child(source: Path, build_dir: Path) -> Path:
             operator = exc.output.split("operator: ", 1)[-1].split("\n", 1)[0]
             raise BuildError(f"{mismatch} of {operator} (the library's kernel takes other "
                              "parameter types)") from None
-        raise BuildError(str(exc).removeprefix("BuildError: ")) from None
+        raise BuildError(first_error(str(exc).removeprefix("BuildError: "))) from None
 
 
 def _build_cpp(rules: list[OpRule], probing: Future, header: str, cpp_out: Path) -> Path:
@@ -295,14 +341,14 @@ def _not_registered(done: list[Synthesis], ops: list[OpInfo]) -> None:
         info = kinds.get(s.op)
         if s.rule is None or info is None:
             continue
-        name = s.op.split("::", 1)[1].removesuffix(".default")
         where = info.meta_source.split("(", 1)[-1].split(")", 1)[0]
         if info.meta_kind == MetaKind.COMPOSITE_CPP:
+            how = "torch::RegisterOperators" if "RegisterOperators" in where else \
+                "m.def with its function"
             s.rule.unregistered = (
-                f"`{s.op}` is a C++ composite (m.def with its function, {where}): tracing runs "
-                f"that body on fake tensors and never reaches a fake. Register the function "
-                f'for its backend, `m.impl("{name}", torch::kCPU, &fn)`, then register this '
-                "meta")
+                f"`{s.op}` is a C++ composite ({how}, {where}): tracing runs that body on fake "
+                f"tensors and never reaches a fake. To use this meta, "
+                f"{composite_fix(s.op.split('.', 1)[0])}")
         elif info.meta_kind == MetaKind.AUTOGRAD_CPP:
             s.rule.unregistered = (
                 f"`{s.op}` has a C++ Autograd kernel ({where}) whose body runs on fake tensors "
@@ -314,11 +360,14 @@ def _not_registered(done: list[Synthesis], ops: list[OpInfo]) -> None:
 def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
                python_out: Path | None, cpp_out: Path | None, diff_meta: bool = False,
                on_done: Callable[[str], None] | None = None
-               ) -> tuple[list[Synthesis], Path | None]:
-    """Observe, infer, emit, verify, and emit again with the verdicts in the comments (a
-    rule that failed is written, not registered); the ops' syntheses and the library
-    built from the C++ file (None if none was)."""
-    library = None
+               ) -> tuple[list[Synthesis], Path | None, str]:
+    """Observe, infer, emit, verify, and emit again with the verdicts in the comments. One
+    verdict per op: a rule whose fake failed in either language is written, not registered,
+    in both files, the same reason above each. A language's machinery failing holds back no
+    fake of the other: a C++ file that does not build leaves the Python verdicts as they
+    are. The ops' syntheses, the library built from the C++ file (None if none was), and
+    the compiler's first error line where it did not build ("" otherwise)."""
+    library, not_built = None, ""
     done = observe_and_infer(ops, options, namespaces, diff_meta, on_done)
     _not_registered(done, ops)
     rules = [s.rule for s in done if s.rule is not None]
@@ -336,33 +385,44 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
         if cpp_out is not None:
             try:
                 library = building.result()
-            except BuildError as exc:
-                for s in registered:
-                    s.verified["cpp"] = f"the emitted C++ does not build or load: {exc}"
+            except BuildError as exc:  # said once, for the run: no op's fake is at fault
+                not_built = file_names(str(exc))
+                if python_out is None:  # no other language verified them: none stands
+                    for s in registered:
+                        s.verified["cpp"] = ("not built: the emitted C++ does not build (the "
+                                             "run's C++ build error says why)")
             else:
-                cpp_ops = [s for s in registered if not _data_dependent(s.rule)]
+                cpp_ops = [s for s in registered if not s.rule.python_only()]
                 verify(cpp_ops, ops, options, namespaces, str(library), "cpp", on_done)
                 if python_out is None:  # the C++ file has none for these (emit_cpp says why)
                     for s in registered:
-                        if _data_dependent(s.rule):
-                            s.verified["cpp"] = ("a data-dependent size has no C++ Meta "
-                                                 "kernel: --synthesize FILE.py writes its "
-                                                 "Python fake")
+                        if s.rule.python_only():
+                            s.verified["cpp"] = (f"no C++ Meta kernel: {s.rule.python_only()}"
+                                                 "; --synthesize FILE.py writes its Python "
+                                                 "fake")
+    for s in done:  # the reasons name files, never this machine's folders
+        s.verified = {kind: file_names(why) for kind, why in s.verified.items()}
+        if s.rule is not None:
+            s.rule.notes = [file_names(note) for note in s.rule.notes]
+            s.rule.unregistered = file_names(s.rule.unregistered)
     set_verdicts(done)
-    for s in registered:
+    for s in registered:  # one rule, both files: a fake that failed is held back in both
         if s.failures():
             s.rule.unregistered = "verification failed (" + "; ".join(s.failures()) + ")"
     if python_out is not None:
         python_out.write_text(emit_python(rules, header=header))
     if cpp_out is not None:
-        cpp_out.write_text(emit_cpp(rules, header=header, signatures=probing.result()))
-    return done, library
+        cpp_out.write_text(emit_cpp(rules, header=header, signatures=probing.result(),
+                                    not_built=not_built))
+    return done, library, not_built
 
 
-def _data_dependent(rule: OpRule) -> bool:
-    """The C++ file leaves such ops to the Python fake (emit_cpp says why)."""
-    return any(isinstance(e, Unbacked) for o in rule.outputs if isinstance(o.shape, tuple)
-               for e in o.shape)
+def _step_data_dependent(rule: OpRule, calls: list[ObservedCall]) -> bool:
+    """A model step's own call of the op gets an output size the data decides, in the
+    regime the step calls it in (a scatter the step gives `dim_size` holds no such size)."""
+    return any(isinstance(e, Unbacked) and e.data_dependent
+               for c in calls if c.phase in (STEP, BUILD)
+               for o in rule.outputs for e in regime_of(o, c).sizes())
 
 
 @dataclass
@@ -373,14 +433,20 @@ class SynthesisRun:
     files: list[Path]
     seconds: float
     library: Path | None = None  # built from the emitted C++
+    cpp_build_error: str = ""  # the compiler's first error line where it did not build
+    left_to_torch: list[str] = field(default_factory=list)  # tagged ops: torch's own fake
 
     def summary(self) -> dict:
-        """The JSON document's `synthesis`: files, the C++ library, the time."""
+        """The JSON document's `synthesis`: files, the C++ library or why it did not build,
+        the time."""
         return {"files": [str(f) for f in self.files],
                 "cpp_library": str(self.library) if self.library else None,
+                "cpp_build_error": self.cpp_build_error or None,
                 "seconds": round(self.seconds, 1), "ops": len(self.done),
                 "synthesized": sum(s.rule is not None for s in self.done),
-                "verified": sum(s.ok for s in self.done)}
+                "verified": sum(s.ok for s in self.done),
+                "kernel_findings": sum(bool(s.kernel_findings) for s in self.done),
+                "left_to_torch": self.left_to_torch}
 
     @property
     def by_op(self) -> dict[str, Synthesis]:
@@ -388,8 +454,10 @@ class SynthesisRun:
 
     @property
     def ok(self) -> bool:
-        """Every op synthesized and verified: else the run exits 1."""
-        return all(s.ok for s in self.done)
+        """Every op synthesized and verified, the C++ built, and no kernel finding (the
+        kernel is broken, whatever its fake): else the run exits 1."""
+        return all(s.ok and not s.kernel_findings for s in self.done) \
+            and not self.cpp_build_error
 
 
 def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Path | None,
@@ -405,7 +473,9 @@ def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Pat
     # metas register on ops that must exist by then.
     libs = [*options.libs, *(lib for m in models for lib in load_model_file(m).op_libraries)]
     options = replace(options, samples_from=models, libs=list(dict.fromkeys(libs)))
-    done, library = synthesize(ops, options, report.namespaces,
-                               python_out, cpp_out, everything, on_done) if ops else ([], None)
+    done, library, not_built = synthesize(ops, options, report.namespaces, python_out, cpp_out,
+                                          everything, on_done) if ops else ([], None, "")
     files = [p for p in (python_out, cpp_out) if p is not None and ops]
-    return SynthesisRun(done, files, time.monotonic() - start, library)
+    return SynthesisRun(done, files, time.monotonic() - start, library, not_built,
+                        left_to_torch=[o.qualname for o in report.ops
+                                       if generated_fake(o.overload())])

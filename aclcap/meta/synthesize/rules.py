@@ -71,6 +71,9 @@ class Unbacked:
 
     min_seen: int
     max_seen: int
+    # Two calls with equal inputs gave different sizes. False: no formula fitted, yet no
+    # call showed the size following the data, so the rule is unproven there.
+    data_dependent: bool = True
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,40 @@ class LeadingDims:
 
     arg: str
     drop: int = 0
+
+
+@dataclass(frozen=True)
+class TrailingDims:
+    """`*arg.shape[skip:]`, only ever as the LAST element of OutputRule.shape, after a
+    LeadingDims: a gather by an index tensor of any rank is
+    `(LeadingDims("idx", 0), TrailingDims("x", 1))`, `[*idx.shape, *x.shape[1:]]`."""
+
+    arg: str
+    skip: int = 0
+
+
+@dataclass(frozen=True)
+class AlongDim:
+    """`[*arg.shape[:dim], *middle, *arg.shape[dim:][1:]]` where `dim` is the value of int
+    argument `dim_arg` (negative counts from the end): a reduction or a scatter along a dim
+    the caller picks. `middle` replaces that dim (`(IntArg("dim_size"),)`), empty removes
+    it; `keepdim` names a bool argument that keeps it as 1 where True."""
+
+    arg: str
+    dim_arg: str
+    middle: tuple[Expr | Unbacked, ...] = ()
+    keepdim: str | None = None
+
+
+@dataclass(frozen=True)
+class RankGuard:
+    """The rule holds for `arg` of these ranks only: the kernel's outputs for other ranks
+    follow no formula of the input sizes (`why` says what it gave), so the fake refuses
+    them with torch._check rather than guess."""
+
+    arg: str
+    ranks: tuple[int, ...]
+    why: str
 
 
 # --- dtype, layout, alias ----------------------------------------------------------------
@@ -121,9 +158,9 @@ class LayoutRule:
 @dataclass(frozen=True)
 class AliasRule:
     """none: a fresh tensor; input: returns argument `arg` itself; view: a view of `arg`
-    (of the output's shape)."""
+    (of the output's shape); mixed: only while inferring (some calls alias, some not)."""
 
-    kind: Literal["none", "input", "view"]
+    kind: Literal["none", "input", "view", "mixed"]
     arg: str | None = None
 
 
@@ -139,11 +176,27 @@ class OutputRule:
     NONE_CONDITIONS, written so that `f"{arg} {condition}"` is the Python test; the output
     is None exactly where it holds."""
 
-    shape: tuple[LeadingDims | Expr | Unbacked, ...] | WholeShape | None
+    shape: tuple[LeadingDims | Expr | Unbacked | TrailingDims, ...] | WholeShape | AlongDim \
+        | None
     dtype: DtypeRule | None = None
     layout: LayoutRule = LayoutRule("contiguous")
     alias: AliasRule = AliasRule("none")
     none_when: tuple[str, str] | None = None
+    # (optional argument, the rule where it is given, the rule where it is None): an op with
+    # two regimes (`dim_size` given: that size; None: one that follows the data). Either rule
+    # may branch again on another argument; this rule's own fields are then the None one's.
+    given: tuple[str, OutputRule, OutputRule] | None = None
+
+    def sizes(self) -> list[object]:
+        """Every size element of this rule and of its regimes: what is asked of each."""
+        found: list[object] = []
+        if self.given is not None:
+            return [*self.given[1].sizes(), *self.given[2].sizes()]
+        if isinstance(self.shape, tuple):
+            found += self.shape
+        elif isinstance(self.shape, AlongDim):
+            found += self.shape.middle
+        return found
 
 
 @dataclass(frozen=True)
@@ -175,6 +228,26 @@ class OpRule:
     # Generalizations no observed call could prove (tied dims, empty inputs): the rule is
     # never called verified while any is left.
     unproven: list[str] = field(default_factory=list)
+    rank_guard: RankGuard | None = None
+
+    def unbacked(self) -> list[Unbacked]:
+        """The data-dependent sizes of every output, in every regime."""
+        return [e for o in self.outputs for e in o.sizes() if isinstance(e, Unbacked)]
+
+    def python_only(self) -> str:
+        """Why the C++ file has no Meta kernel for this rule ("" where it has one)."""
+        if self.unbacked():
+            return ("an output size is data-dependent (no formula over the inputs fits). A "
+                    "C++ Meta kernel cannot make an unbacked SymInt")
+        if self.rank_guard is not None or any(
+                o.given is not None or isinstance(o.shape, AlongDim) or (
+                    isinstance(o.shape, tuple) and any(isinstance(e, TrailingDims)
+                                                       for e in o.shape))
+                for o in self.outputs):
+            return ("its rule has a form the C++ emitter does not write yet (a dim picked by "
+                    "an argument, regimes of an optional argument, a rank guard or an index "
+                    "tensor's dims)")
+        return ""
 
     def schema_spec(self) -> OpSchema:
         """The structured schema the emitters read: never the printed line, re-parsed."""

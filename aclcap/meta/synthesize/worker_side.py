@@ -1,6 +1,7 @@
 """Meta synthesis's part of check-meta's worker: per op, the real calls to learn from
 ("observe"), or the battery on the held-out calls with the synthesized meta loaded
-("verify"). Events go out one op at a time, so a crash or a hang is blamed on that op."""
+("verify"; a call whose two eager runs differ is the kernel's fault, not held against the
+meta: faults.py). Events go out one op at a time, so a crash or a hang is blamed on that op."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from aclcap.meta.messages import CheckStart, Event, Result, Start, WorkerRequest
 from aclcap.meta.observe import BUILD, DECLARED, RecordedCall
 from aclcap.meta.registry import MetaKind, resolve_overload
 from aclcap.meta.sample_inputs import declared_words
+from aclcap.meta.synthesize.faults import without_faults
 from aclcap.meta.synthesize.observation import Source, observe_op, samples_by_key, sources
 from aclcap.meta.synthesize.verify import battery
 from aclcap.status import Finding, Status
@@ -54,12 +56,13 @@ def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall],
                              synthesis=seen.to_dict())
             else:
                 asked = request.synthesis.get(name, {})
-                samples = samples_by_key(op, found, set(asked.get("keys", [])))
+                samples, faults = without_faults(
+                    op, samples_by_key(op, found, set(asked.get("keys", []))))
                 checks, skipped = battery(op)
                 outcome = check_op(op, samples, checks)
                 yield Result(name, outcome.status, outcome.findings, outcome.sample_count,
                              _origins(found, len(dtypes)),
                              synthesis={"verified_on": len(samples), "checks": list(checks),
-                                        "skipped": skipped})
+                                        "skipped": skipped, "kernel_findings": faults})
         except Exception as exc:  # this op's synthesis fails, not the run
             yield Result(name, Status.FAIL, [Finding(f"synthesis raised {first_line(exc)}")])
