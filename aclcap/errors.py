@@ -6,6 +6,7 @@ CaptureError exits 1 (a check failed: the step cannot be captured), anything els
 
 from __future__ import annotations
 
+import os
 import re
 
 # torch wraps the error that says what went wrong (BackendCompilerFailed holds it in
@@ -19,6 +20,7 @@ _NOT_A_FIX = re.compile(r"file an issue|report (a|this) bug|TORCHDYNAMO_VERBOSE|
                         re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 LIMIT = 320
+DEBUG_ENV = "ACLCAP_DEBUG"  # set by --debug, so that worker processes see it too
 
 
 class UsageError(Exception):
@@ -66,7 +68,11 @@ def summary(text: str, limit: int = LIMIT) -> str:
     """The first paragraph of a message in one line; where it is too long, its first
     sentence (what failed) and the sentence that carries the fix, then the middle cut."""
     paragraph = []
-    for line in str(text).strip().splitlines():
+    # a c10::Error carries the C++ backtrace (frames, absolute paths) after its message:
+    # noise in a one-line reason, kept only under --debug
+    if not os.environ.get(DEBUG_ENV):
+        text = str(text).split("Exception raised from ", 1)[0]
+    for line in text.strip().splitlines():
         if not line.strip():
             if paragraph:
                 break

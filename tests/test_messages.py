@@ -206,3 +206,16 @@ def test_exit_1_names_its_reasons_missing_metas_and_synthesis():
     assert exit_reasons(MetaReport(rows[1:], ["ns"]), bare) == [
         "1 op(s) to synthesize without samples"]
     assert exit_reasons(MetaReport(rows[1:], ["ns"])) == []
+
+
+def test_a_c10_backtrace_is_cut_from_a_reason_unless_debug(monkeypatch):
+    from aclcap.errors import DEBUG_ENV, summary
+
+    text = ("Cannot call numel() on tensor with symbolic sizes/strides\nException raised from "
+            "throw_cannot_call_with_symbolic at /pytorch/c10/core/TensorImpl.cpp:291 (most "
+            "recent call first):\nframe #0: c10::Error::Error(...) + 0x9a (0x7f in "
+            "/work/main/.venv/lib/libc10.so)")
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    assert summary(text) == "Cannot call numel() on tensor with symbolic sizes/strides"
+    monkeypatch.setenv(DEBUG_ENV, "1")
+    assert "frame #0" in summary(text)

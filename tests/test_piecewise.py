@@ -278,3 +278,17 @@ def test_a_buffer_laid_out_otherwise_than_the_artifact_assumes_is_copied_in_its_
     copy = in_layout(args[1], (4 * hidden, 1))
     assert copy.stride() == (4 * hidden, 1) and torch.equal(copy, args[1])
     assert in_layout(args[0], (hidden, 1)) is args[0]
+
+
+def test_a_float_host_value_in_a_piece_is_reported_frozen_not_a_symfloat_failure():
+    """Issue 44: a float consumed in a graph piece failed every row with `found type
+    'SymFloat'`, two FX graphs dumped on the terminal and no host-value report."""
+    model = MODELS / "piecewise_host_float.py"
+    run = aclcap("capture", str(model), "--graph-mode", "piecewise", "--device", "cpu")
+    assert run.code == 1
+    assert "SymFloat" not in run.stdout + run.stderr
+    assert "def forward(" not in run.stdout + run.stderr
+    text = " ".join(run.stdout.split())
+    line = _line_of(model, "return scale(self.lin(h), temperature)")
+    assert f"frozen at capture: pwf::scale(temperature) at piecewise_host_float.py:{line}, " \
+           "from input temperature" in text

@@ -4,6 +4,7 @@ one table (_errors.py): 0 passed, 1 a check failed, 2 bad input, 3 a bug of aclc
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from aclcap.cli.bench import bench
 from aclcap.cli.build import build
 from aclcap.cli.capture import capture
 from aclcap.cli.check_meta import check_meta
+from aclcap.errors import DEBUG_ENV
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -34,6 +36,8 @@ def _options(
                                         "errors.")] = False,
 ) -> None:
     state.debug = debug
+    if debug:  # the workers' reasons keep C++ backtraces too (errors.summary)
+        os.environ[DEBUG_ENV] = "1"
     # A bad cache budget is found before the work, not after it; a command's --help does
     # no work and answers whatever the budget.
     if not state.asks_help:

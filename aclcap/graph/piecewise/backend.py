@@ -103,6 +103,27 @@ def _dynamic_shapes(gm: torch.fx.GraphModule) -> tuple:
     return (tuple(shapes),) if varargs else tuple(shapes)
 
 
+def _freeze_host_floats(gm: torch.fx.GraphModule, args: tuple) -> None:
+    """A float host value (`temperature`) reaches a piece as Dynamo passes an unspecialized
+    float: a 0-d float64 input read with `.item()`, a SymFloat that export cannot hand a
+    custom op taking `float`. A graph piece is captured with its host values frozen (a
+    splitting op, run eagerly, gets them live), so the read is replaced by its value at
+    capture, as an int is: the host-value report then names it frozen like any other."""
+    inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, value in zip(inputs, args, strict=False):
+        if not (isinstance(value, torch.Tensor) and value.dim() == 0
+                and value.dtype == torch.float64):
+            continue
+        reads = list(node.users)
+        if reads and all(r.target is torch.ops.aten.item.default
+                         or (r.op == "call_method" and r.target == "item") for r in reads):
+            for read in reads:
+                read.replace_all_uses_with(value.item())  # type: ignore[arg-type]
+                gm.graph.erase_node(read)
+    gm.graph.lint()
+    gm.recompile()
+
+
 class PiecewiseAotiBackend:
     mechanism = MECHANISM
     compile_log_in_trace = False  # its compile splits and compiles the pieces it captures
@@ -153,6 +174,7 @@ class PiecewiseAotiBackend:
         layouts (the artifact assumes them), and compile (or load) its artifact."""
         assert self._step is not None
         t0 = time.perf_counter()
+        _freeze_host_floats(gm, args)
         try:
             with torch.no_grad():
                 exported = torch.export.export(
