@@ -11,12 +11,12 @@ STAMP := $(VENV)/.aclcap-installed
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
+# PyG's torch-scatter, an old-API C++ op library tests/real/ synthesizes for, has no wheel
+# for this torch: it builds from its sdist against it (about 4.5 min on 2 cores).
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev,plot,real]'
-	# PyG's torch-scatter, an old-API C++ op library tests/real/ synthesizes for: it has no
-	# wheel for this torch, so it builds from its sdist against it (about 4.5 min on 2 cores).
 	$(BIN)/pip install -q --no-build-isolation torch-scatter==2.1.2
 	touch $@
 

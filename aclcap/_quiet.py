@@ -20,6 +20,9 @@ def silence_torch() -> None:
 
     os.environ[QUIET_ENV] = "1"
     set_logs(dynamo=logging.ERROR, inductor=logging.ERROR, export=logging.CRITICAL)
+    # Dynamo logs each guard it fails to build, with the whole guard and a stack, at ERROR
+    # from torch._guards (outside the dynamo log set): the report names the failure once
+    logging.getLogger("torch._guards").setLevel(logging.CRITICAL)
     warnings.filterwarnings("ignore", category=FutureWarning, module="copyreg")
 
 

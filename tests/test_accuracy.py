@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from aclcap.capture.accuracy import LOGPROB_ATOL, logprob_check
 from aclcap.capture.run import REPLAYS, _replay_row
+from aclcap.graph.accuracy import LOGPROB_ATOL, logprob_check
 from aclcap.graph.backends.base import Captured
 from aclcap.graph.options import StepOptions
 from aclcap.graph.step import prepare_step

@@ -319,3 +319,19 @@ def test_profile_and_floor_say_where_a_step_goes():
     assert "bench --profile, size 2: share of the step by self time" in run.stderr
     assert "size 2: a step moves" in run.stderr
     assert "profiler_start" not in run.stderr and "Completed Stage" not in run.stderr
+
+
+def test_a_stale_graph_is_timed_but_never_shown_as_a_speedup_and_exits_1():
+    """Issue 44: bench timed a capture that capture calls stale and said `graph replay
+    removed 11%`. The graph of host_seq_lens freezes its seq_lens; the tensor one does not."""
+    args = ("--device", "cpu", "--shapes", "2", "--modes", "eager,graph", "--rounds", "5",
+            "--json", "-")
+    frozen = aclcap("bench", str(ROOT / "examples" / "host_seq_lens.py"), *args)
+    assert frozen.code == 1, frozen.stdout + frozen.stderr
+    graph = next(r for r in frozen.json()["results"] if r["mode"] == "graph")
+    assert graph["stale"].startswith("output 0 differs from eager")
+    text = " ".join(frozen.stderr.split())  # the report, beside the JSON on stdout
+    assert "size 2: graph replay is STALE, no speedup" in text and "removed" not in text
+    live = aclcap("bench", str(ROOT / "examples" / "tensor_seq_lens.py"), *args)
+    assert live.code == 0, live.stdout + live.stderr
+    assert all(r["stale"] is None for r in live.json()["results"])

@@ -174,6 +174,29 @@ def test_bisect_names_the_planted_node():
     assert bisect["node"] == "sub" and bisect["op"] == "aten.sub.Tensor"
     assert bisect["source"] == "diverging.py:26"
     assert "first diverging node `sub`" in run.stderr
+    # aot_eager (tracing) matches eager; inductor's fused code is where it diverges
+    assert bisect["backends"]["aot_eager"] == "" and bisect["backends"]["inductor"]
+    assert bisect["backend"] == "inductor" and bisect["layer"].startswith("inductor's code")
+
+
+def test_bisect_blames_the_capture_mechanism_only_when_both_compilers_match_eager():
+    """Issue 44: `--bisect` blamed the capture mechanism without compiling the whole step.
+    host_seq_lens' graph freezes its seq_lens: torch.compile (which guards on them) does
+    not, so both backends match eager and the capture mechanism is rightly named; the
+    cause is named by the step's parameter names (the next test)."""
+    run = capture(str(ROOT / "examples" / "host_seq_lens.py"), "--shapes", "2", "--bisect")
+    assert run.code == 1
+    bisect = run.json()["bisect"]
+    assert bisect["backends"] == {"aot_eager": "", "inductor": ""}
+    assert "comes from the capture mechanism" in bisect["error"]
+
+
+def test_a_mutated_input_that_differs_is_named_by_its_parameter():
+    run = capture(str(MODELS / "frozen_cache_write.py"), "--shapes", "2")
+    assert run.code == 1
+    reasons = run.json()["results"][0]["reasons"]
+    assert any(r.startswith("replay 1: input cache (mutated) differs from eager")
+               for r in reasons), reasons
 
 
 @pytest.mark.parametrize("body,message", [

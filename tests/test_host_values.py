@@ -188,3 +188,33 @@ def test_a_draw_is_chosen_to_change_every_host_value_or_says_which_it_could_not(
     calls = []
     args, same = varied_draw(lambda: calls.append(1) or (0, True, 5), (0, True, 5), [1, 2])
     assert same == [1, 2] and len(calls) == VARY_TRIES
+
+
+def test_a_forward_context_set_by_make_inputs_is_named_as_the_frozen_cause():
+    """Issue 44: metadata set on a module-level object (vLLM's forward context) gave rows
+    `output 0 differs from eager` and no host-values section; with every size drawn before
+    any ran, the step even read one size's metadata beside another's tensors (exit 3)."""
+    run = aclcap("capture", str(MODELS / "forward_context.py"), "--shapes", "4", "--json", "-")
+    assert run.code == 1, run.stdout + run.stderr
+    (frozen,) = run.json()["frozen_values"]
+    assert frozen["arg"] == "seq_lens" and frozen["changes_result"] and frozen["frozen"]
+    assert frozen["source"] == "CONTEXT.seq_lens, set by make_inputs outside its inputs"
+    assert run.json()["results"][0]["reasons"][0].startswith(
+        "frozen at capture: fctx::attend(seq_lens) at forward_context.py:")
+    sizes = aclcap("capture", str(MODELS / "forward_context.py"), "--shapes", "2,4")
+    assert sizes.code == 1 and "internal error" not in sizes.stdout + sizes.stderr
+
+
+def test_an_aten_ops_own_internal_sizes_are_not_host_values():
+    """Issue 44: einsum's internal `aten::view(size)` was listed among frozen values. The ops
+    a torch function runs when given no host value are its own; a reshape by a host int
+    stays the step's."""
+    from aclcap.capture.host_uses import record_step
+
+    class Step(torch.nn.Module):
+        def forward(self, x, w, n):
+            return torch.einsum("bij,bjk->bik", x, w).reshape(n, -1) * 2
+
+    record = record_step(Step(), (torch.randn(2, 3, 4), torch.randn(2, 4, 5), 6), None)
+    assert [(c.op, c.args) for c in record.calls] == [
+        ("aten::view", {"size": [6, -1]}), ("aten::mul", {"other": 2})]

@@ -219,3 +219,17 @@ def test_a_c10_backtrace_is_cut_from_a_reason_unless_debug(monkeypatch):
     assert summary(text) == "Cannot call numel() on tensor with symbolic sizes/strides"
     monkeypatch.setenv(DEBUG_ENV, "1")
     assert "frame #0" in summary(text)
+
+
+def test_torch_guard_errors_are_quiet_unless_debug():
+    """Issue 44: ~40 lines of torch/_guards.py's own ERROR log before the table."""
+    import subprocess
+    import sys
+
+    code = ("import logging; from aclcap._quiet import silence_torch; silence_torch(); "
+            "logging.getLogger('torch._guards').error('Error while creating guard')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and "Error while creating guard" not in done.stderr
+    loud = code.replace("silence_torch(); ", "")
+    done = subprocess.run([sys.executable, "-c", loud], capture_output=True, text=True)
+    assert "Error while creating guard" in done.stderr  # what --debug keeps

@@ -292,3 +292,19 @@ def test_a_float_host_value_in_a_piece_is_reported_frozen_not_a_symfloat_failure
     line = _line_of(model, "return scale(self.lin(h), temperature)")
     assert f"frozen at capture: pwf::scale(temperature) at piecewise_host_float.py:{line}, " \
            "from input temperature" in text
+
+
+def test_a_float_host_value_handed_on_to_a_splitting_op_stays_live_and_counts_per_step():
+    """The float a piece reads only to hand to the eager splitting op is not frozen there.
+    The step is traced once per size (seq_lens is as long as the size): its pieces and
+    split-op calls are one step's, not summed over the sizes (issue 44: `x2` for one call)."""
+    run = aclcap("capture", str(MODELS / "host_four_values.py"), "--graph-mode", "piecewise",
+                 "--split-ops", "host_four::attend", "--shapes", "2,4", "--device", "cpu",
+                 "--json", "-")
+    assert run.code == 0, run.stdout + run.stderr
+    doc = run.json()
+    assert {f["arg"]: f["frozen"] for f in doc["frozen_values"]}["temperature"] is False
+    facts = doc["backend"]["piecewise"]
+    assert (facts["graph_pieces"], facts["eager_pieces"], facts["graphs_per_size"],
+            facts["total_graphs"]) == (1, 1, 1, 2)
+    assert [s["count"] for s in facts["split_ops"]] == [1]

@@ -20,9 +20,11 @@ from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.stats import UNSTABLE_CI, Stability, median_p90, stability
 from aclcap.bench.timing import BLOCK_S, BlockTime, steps_for, time_block, time_settled_steps
 from aclcap.errors import CaptureError, UsageError
+from aclcap.graph.backends.base import Captured
 from aclcap.graph.distributed import RankInfo, settle, settle_each_call
 from aclcap.graph.padding import pad_to, padded_sizes
-from aclcap.graph.step import draw_reproducibly, prepare_step
+from aclcap.graph.replay import replay_check
+from aclcap.graph.step import StepContext, draw_reproducibly, prepare_step
 
 WARMUP_STEPS = 3
 MAX_ROUNDS = 60  # rounds past --rounds stop here whatever --min-time or --max-time ask
@@ -50,6 +52,9 @@ class BenchRow:
     over_floor: float | None = None  # step median / floor
     # graph rows of a step with host values: their update before each replay (host_update.py)
     host_update_us: float | None = None
+    # graph and piecewise rows: why the replay is stale (it differs from eager on a fresh
+    # draw, capture's check): its time is then no speedup, and bench exits 1
+    stale: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,10 +97,17 @@ class BenchReport:
                 for size, mode in by if mode == "padded" and (size, "graph") in by}
 
     def host_overhead_removed(self) -> dict[int, float]:
-        """Per size, the share of eager's host time per step that graph replay removed."""
+        """Per size, the share of eager's host time per step that graph replay removed (a
+        stale replay removes nothing: its results are wrong)."""
         by = {(r.size, r.mode): r for r in self.rows}
         return {size: 1 - by[(size, "graph")].host_us / by[(size, "eager")].host_us
-                for size, mode in by if mode == "eager" and (size, "graph") in by}
+                for size, mode in by if mode == "eager" and (size, "graph") in by
+                and not by[(size, "graph")].stale}
+
+    @property
+    def stale(self) -> list[BenchRow]:
+        """The replaying rows whose replay differs from eager on fresh inputs."""
+        return [r for r in self.rows if r.stale]
 
 
 class _OpCounter(TorchDispatchMode):
@@ -179,6 +191,11 @@ def run_bench(options: BenchOptions,
             captured_pw = {c.size: c for c in piecewise.capture(step, sizes)}
             pieces = piecewise.facts.piecewise or {}
             modes.append("piecewise")
+    # --nproc: `aclcap capture --nproc` checks the ranks' replays in lockstep; here a rank
+    # that found its replay stale first would stop calling collectives the others wait in
+    stale = {} if rank is not None else {
+        **{(size, "graph"): why for size, why in stale_sizes(step, captured).items()},
+        **{(size, "piecewise"): why for size, why in stale_sizes(step, captured_pw).items()}}
     compiled = torch.compile(model) if "compiled" in modes else None
     done = 0
     for size in sizes:
@@ -273,6 +290,7 @@ def run_bench(options: BenchOptions,
     for row in report.rows:
         if row.mode == "graph":
             row.host_update_us = updates.get(row.size)
+        row.stale = stale.get((row.size, row.mode))
     judge_rows(report.rows, _step_times(timings))
     set_floors(report, floors)
     return report
@@ -289,6 +307,23 @@ def unsettled(rounds: dict[tuple[int, str], list[float]]) -> bool:
     """Whether any (size, mode) would be flagged unstable on the rounds so far."""
     return any(stability(times, rounds.get((size, "eager"))).unstable
                for (size, mode), times in rounds.items() if times)
+
+
+STALE_DRAWS = 2  # fresh draws each captured size is replayed on before it is timed
+
+
+def stale_sizes(step: StepContext, captured: dict[int, Captured]) -> dict[int, str]:
+    """Per captured size whose replay differs from eager on a fresh draw (capture's check:
+    a host value frozen at capture, a stale buffer), the first reason. bench times such a
+    replay, but never as a speedup."""
+    stale = {}
+    for size, cap in captured.items():
+        for _ in range(STALE_DRAWS):
+            check = replay_check(step, cap, step.inputs(size))
+            if not check.ok:
+                stale[size] = check.reasons[0]
+                break
+    return stale
 
 
 def run_rounds(one_round: Callable[[int], None], unstable: Callable[[], bool],

@@ -1,8 +1,13 @@
-"""--bisect: find the first node of the traced graph whose compiled output diverges from
-eager. The graph (torch.export) runs node by node in eager once, recording every value;
-then prefixes of the graph ending at a node are compiled with inductor (the compiler the
-capture mechanisms replay) and compared with that node's eager value, in a binary search.
-torch's accuracy minifier does this for whole repro scripts, not as a callable; so here."""
+"""--bisect: which layer a mismatch comes from, and the first node of the traced graph whose
+compiled output diverges from eager. The whole step is compiled first with aot_eager
+(tracing, functionalization, no code generation) and with inductor (the compiler the capture
+mechanisms replay), both with dynamic shapes as capture traces them: a mismatch neither shows
+comes from the capture mechanism; one aot_eager shows comes from tracing (a fake, a
+mutation); one only inductor shows, from its code. Then the graph (torch.export) runs node
+by node in eager once, recording every value, and prefixes of the graph ending at a node
+are compiled with the first backend that differs and compared with that node's eager value,
+in a binary search. torch's accuracy minifier does this for whole repro scripts, not as a
+callable; so here."""
 
 from __future__ import annotations
 
@@ -14,10 +19,13 @@ import torch
 import torch.fx
 
 from aclcap._compat import flat_codegen, reset_dynamo
-from aclcap.capture.compare import compare
 from aclcap.errors import first_line
+from aclcap.graph.compare import compare
 from aclcap.graph.export import export_step
+from aclcap.graph.replay import against_eager
 from aclcap.graph.step import StepContext
+
+BACKENDS = ("aot_eager", "inductor")  # the layers a compiled step goes through, in order
 
 
 class _Recorder(torch.fx.Interpreter):
@@ -55,8 +63,40 @@ def _source(n: torch.fx.Node, model_file: Path) -> str:
     return f"{Path(inside[-1][0]).name}:{inside[-1][1]}" if inside else "unknown"
 
 
+def _whole_step(step: StepContext, args: tuple, backend: str) -> str:
+    """"" where the step compiled with `backend` (dynamic) matches eager, else why not."""
+    reset_dynamo()
+    compiled = torch.compile(step.model, backend=backend, dynamic=True)
+
+    def run(got: tuple) -> tuple[Any, tuple]:
+        with torch.no_grad():
+            return compiled(*got), got
+
+    try:
+        result, _, _ = against_eager(step, args, run)
+    except Exception as exc:
+        return f"fails: {first_line(exc)}"
+    return "" if result.ok else result.reasons[0]
+
+
 def first_diverging_node(step: StepContext, args: tuple) -> dict[str, Any]:
-    """The first diverging node as a dict (node, op, shape, source, max_abs_err, error)."""
+    """The first diverging node as a dict (node, op, shape, source, max_abs_err, error),
+    with `backends`: per compile backend, "" where the whole step matches eager, else why
+    not."""
+    backends = {b: _whole_step(step, args, b) for b in BACKENDS}
+    differing = next((b for b in BACKENDS if backends[b]), None)
+    if differing is None:
+        return {"node": None, "backends": backends, "error": (
+            "the whole step compiled with aot_eager and with inductor (dynamic) matches "
+            "eager: the mismatch comes from the capture mechanism, not from compilation")}
+    found = _bisect(step, args, differing)
+    layer = ("tracing (aot_eager differs too: a fake impl, a mutation the schema hides)"
+             if differing == "aot_eager" else "inductor's code (aot_eager matches eager)")
+    return {**found, "backends": backends, "backend": differing, "layer": layer}
+
+
+def _bisect(step: StepContext, args: tuple, backend: str) -> dict[str, Any]:
+    """The first node whose prefix, compiled with `backend`, diverges from eager."""
     model, dims, tol, model_file = step.model, step.dims, step.tolerance, step.spec.path
     try:
         exported = export_step(model, args, dims)
@@ -75,7 +115,8 @@ def first_diverging_node(step: StepContext, args: tuple) -> dict[str, Any]:
         reset_dynamo()
         try:
             with torch.no_grad():
-                got = torch.compile(_prefix(gm, n.name))(*[t.clone() for t in args])
+                got = torch.compile(_prefix(gm, n.name), backend=backend, dynamic=True)(
+                    *[t.clone() for t in args])
         except Exception as exc:
             return True, float("nan"), first_line(exc)
         result = compare({"value": recorder.values[n.name]}, {"value": got}, tol)
@@ -84,8 +125,9 @@ def first_diverging_node(step: StepContext, args: tuple) -> dict[str, Any]:
     lo, hi = 0, len(candidates) - 1
     last_bad, last_err, last_error = diverges(candidates[hi])
     if not last_bad:
-        return {"node": None, "error": "no node diverges when compiled on its own: the "
-                "mismatch comes from the capture mechanism, not from compilation"}
+        return {"node": None, "error": f"the whole step compiled with {backend} differs, but "
+                "no prefix of its exported graph does: the graph torch.export makes is "
+                "not the one torch.compile traced (see the backends above)"}
     while lo < hi:  # invariant: candidates[hi] diverges
         mid = (lo + hi) // 2
         bad, err, error = diverges(candidates[mid])

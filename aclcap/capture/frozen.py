@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from aclcap.capture.host_uses import HostRead, OpCall, StepRecord, aligned, record_step
+from aclcap.draw_state import named, sets_state
 from aclcap.errors import UsageError, last_line
 from aclcap.host_values import (
     host_indices,
@@ -114,6 +115,7 @@ class HostValues:
         self.model, self.model_file = model, model_file
         self.names = input_names(model, len(example))
         self.hosts = host_indices(example)
+        self.sets_state = sets_state(example)  # a forward context: compared like inputs
         self.eager_ops = eager_ops  # piecewise: ops run eagerly between pieces
         try:
             self.reads: list[HostRead] = record_step(model, example, model_file).reads
@@ -137,6 +139,8 @@ class HostValues:
     def _source(self, captured: Any, draw: tuple, record: StepRecord) -> str:
         if (i := self._input_of(captured, draw)) is not None:
             return f"input {self.names[i]}"
+        if (name := named(draw, captured, same_numbers)) is not None:
+            return f"{name}, set by make_inputs outside its inputs"
         for read in record.reads:
             if same_numbers(read.value, captured):
                 return f"host read {read.what} at {read.where()}"

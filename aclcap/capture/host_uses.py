@@ -24,6 +24,7 @@ from torch.overrides import TorchFunctionMode
 
 from aclcap._compat import TorchDispatchMode
 from aclcap._tensors import clone_tensors
+from aclcap.draw_state import restore
 from aclcap.graph.piecewise.split import Site
 from aclcap.host_values import is_host_value
 
@@ -119,18 +120,23 @@ def _host_args(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
 
 class _Recorder(TorchDispatchMode):
     """Op calls with their host-valued arguments; a kernel's own inner calls and host reads
-    (a Python kernel reading its tensor arguments) are the kernel's, not the step's."""
+    (a Python kernel reading its tensor arguments) are the kernel's, not the step's; so are
+    the aten ops a torch function given no host value runs (einsum's views and permutes:
+    their sizes are its own, not values the step holds)."""
 
     def __init__(self, record: StepRecord, model_file: Path | None) -> None:
         super().__init__()
         self.record, self.model_file = record, model_file
         self.inside = 0
+        # per torch function being called (innermost last): whether it was given a host value
+        self.given_host: list[bool] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
         kwargs = kwargs or {}
         name = func._schema.name
-        values = _host_args(func, args, kwargs)
+        internal = bool(self.given_host) and not self.given_host[-1]
+        values = {} if internal else _host_args(func, args, kwargs)
         site = _sites(self.model_file)[0] if values or name in _FROM_DATA else None
         self.inside += 1
         try:
@@ -152,7 +158,14 @@ class _Reads(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        given = self.recorder.given_host
+        given.append(any(is_host_value(v) and not isinstance(v, str)
+                         for v in (*args, *kwargs.values()) if not isinstance(v, torch.Tensor)))
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            given.pop()
         what = _READS.get(func)
         if what is not None and not self.recorder.inside:
             site, made_at = _sites(self.recorder.model_file)
@@ -164,6 +177,7 @@ def record_step(model: torch.nn.Module, args: tuple, model_file: Path | None) ->
     """Run the step eagerly on a copy of `args` and record its host values' uses. The
     model's buffers are put back as they were (a KV cache it owns is written)."""
     record = StepRecord()
+    restore(args)
     resolved = model_file.resolve() if model_file is not None else None
     buffers = dict(model.named_buffers())
     before = {name: b.clone() for name, b in buffers.items()}

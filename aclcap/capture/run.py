@@ -12,12 +12,12 @@ from aclcap.capture import trace_cache
 from aclcap.capture.fresh import STALE_INPUTS, VARY_TRIES, inputs_are_fresh, varied_draw
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
-from aclcap.capture.replay import replay_check
 from aclcap.capture.trace_report import TraceReport
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import Compile, CompileLog
 from aclcap.graph.padding import padded_sizes
+from aclcap.graph.replay import replay_check
 from aclcap.graph.step import StepContext, draw_reproducibly, prepare_step
 from aclcap.host_values import same_value, show
 from aclcap.status import Status
@@ -170,7 +170,7 @@ def _replay_row(step: StepContext, cap: Captured, mechanism: str,
     elif not bad[0] and any(bad[1:]):
         reasons.insert(0, "the first replay matches eager, a later one differs")
     frozen, warnings = [], []
-    if host is not None and host.hosts and cap.draw is not None:
+    if host is not None and (host.hosts or host.sets_state) and cap.draw is not None:
         failing = next((d for d, b in zip(draws, bad, strict=True) if b), None)
         alone = _changes_alone(step, cap, failing) if failing is not None else {}
         frozen = host.at_size(cap.size, cap.draw, draws, [not b for b in bad], alone)

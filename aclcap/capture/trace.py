@@ -8,6 +8,7 @@ so the step is traced once, not once to explain and again to log the compiles.""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import torch
 from aclcap._compat import OpOverload, OpOverloadPacket, op_names
 from aclcap._tensors import clone_tensors
 from aclcap.capture.trace_report import GraphBreak, TraceReport
+from aclcap.draw_state import restore
 from aclcap.errors import first_line, first_text_line, innermost, summary
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
 from aclcap.loading.libraries import BUILTIN_NAMESPACES
@@ -144,7 +146,15 @@ def _tracing_failure(exc: Exception, model_file: Path | None) -> dict[str, Any]:
     file, line = failure_site(text, model_file)
     frames = [[f, int(n)] for f, n in re.findall(r'File "([^"]+)", line (\d+)', text)]
     return {"op": failing_op(text), "file": file, "line": line, "reason": failure_reason(exc),
-            "frames": frames}
+            "frames": frames, "model": str(model_file) if model_file else None}
+
+
+def _restored(inputs_by_size: dict[int, tuple], order: list[int]
+              ) -> Iterator[tuple[int, tuple]]:
+    """(size, a copy of its draw), each draw's forward context put back as it is reached."""
+    for size in order:
+        restore(inputs_by_size[size])
+        yield size, clone_tensors(inputs_by_size[size])
 
 
 def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
@@ -162,6 +172,7 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
         recorder = CallRecorder(lambda name: name.split("::", 1)[0] not in BUILTIN_NAMESPACES)
         for size, args in sorted(inputs_by_size.items()):
             recorder.step_size = size
+            restore(args)  # the forward context make_inputs set with this size's draw
             with recorder:
                 model(*clone_tensors(args))
     # Compiled code allocates its buffers from the fakes, and one from a wrong fake may write
@@ -171,8 +182,7 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
     if not logged:
         log, order = CompileLog("eager", model_file), order[:1]
     try:
-        compile_over_sizes(model, ((s, clone_tensors(inputs_by_size[s])) for s in order),
-                           dims or [], log)
+        compile_over_sizes(model, _restored(inputs_by_size, order), dims or [], log)
     except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
         return TraceReport(graph_count=0, custom_ops_outside_graph=[
             {"op": name, "reason": "tracing failed before any graph"}

@@ -48,9 +48,10 @@ class TraceReport:
         e = self.error
         op = f"{e['op']} " if e["op"] else ""
         where = f" at {Path(e['file']).name}:{e['line']}" if e["line"] else ""
-        ns = e["op"].split("::")[0] if e["op"] else "NS"
+        model = Path(e["model"]).name if e.get("model") else "MODEL.py"
+        which = f"--namespace {e['op'].split('::')[0]} " if e["op"] else ""
         return (f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}; run "
-                f"`aclcap check-meta --namespace {ns}` with samples for it")
+                f"`aclcap check-meta {which}--samples-from {model}`")
 
     def passes_through(self, file: str, line: int) -> bool:
         """Whether a graph break or the tracing failure has `file:line` on its user stack:

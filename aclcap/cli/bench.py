@@ -177,4 +177,6 @@ def bench(
         if found:
             raise typer.Exit(EXIT_FAILED)
         console.print(f"no regression against {baseline} (max {max_regression:.0%})")
+    if result.stale:  # a wrong result timed is no speedup: CI must not pass it
+        raise typer.Exit(EXIT_FAILED)
     raise typer.Exit(EXIT_INTERRUPTED if result.interrupted else EXIT_OK)

@@ -136,8 +136,11 @@ def make_step_inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tup
     floats, bools and lists of them: aclcap/host_values.py)."""
     import torch
 
+    from aclcap.draw_state import changes, remember, snapshot
     from aclcap.host_values import is_host_value
 
+    namespace = getattr(spec.make_inputs, "__globals__", {})
+    before = snapshot(namespace)
     try:
         result = spec.make_inputs(size, torch.device(device), dtype)
     except Exception as exc:
@@ -153,7 +156,9 @@ def make_step_inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tup
             raise UsageError(f"model file {spec.path}: make_inputs({size}) element {index} is "
                              f"a {type(value).__name__}: return tensors, or host values (int, "
                              "float, bool, or a flat list of them)")
-    return tuple(result)
+    draw = tuple(result)
+    remember(draw, changes(namespace, before))  # a forward context: restored per run
+    return draw
 
 
 PROBE_SIZES = (3, 4, 5)

@@ -94,6 +94,8 @@ def _speedup(row: BenchRow) -> str:
     unstable says how wide relatively, starred (`1.80x ±12%*`): one short cell, the
     footnote under the table (unstable_line)."""
     judged = row.stability
+    if row.stale:
+        return "stale"
     if not _paired(row):  # without eager to pair with, its spread stands in
         return f"spread {row.spread:.2f}*" if row.unstable else times(row.speedup_vs_eager)
     lo, hi = judged.speedup_ci or (0.0, 0.0)
@@ -118,6 +120,9 @@ def unstable_line(result: BenchReport) -> str | None:
 def bench_lines(result: BenchReport) -> list[str]:
     lines = [line] if (line := unstable_line(result)) else []
     what = "step time" if result.device == "cpu" else "host time per step"
+    for r in result.stale:
+        lines.append(f"size {r.size}: {r.mode} replay is STALE, no speedup: on fresh inputs it "
+                     f"differs from eager ({r.stale}); `aclcap capture` names the cause")
     for size, share in result.host_overhead_removed().items():
         did = f"removed {share:.0%} of" if share >= 0 else f"added {-share:.0%} to"
         lines.append(f"size {size}: graph replay ({result.mechanism}) {did} eager's {what}")

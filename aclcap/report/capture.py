@@ -271,6 +271,12 @@ def trace_lines(result: CaptureReport) -> list[str]:
                          "the first size")
     if result.bisect is not None:
         b = result.bisect
+        if b.get("backends"):
+            lines.append("bisect: the whole step under torch.compile(dynamic=True): " + "; ".join(
+                f"{name} {'matches eager' if not why else 'differs: ' + why}"
+                for name, why in b["backends"].items()))
+        if b.get("layer"):
+            lines.append(f"bisect: the mismatch comes from {b['layer']}")
         if b.get("node"):
             lines.append(f"bisect: first diverging node `{b['node']}` ({b['op']}, shape "
                          f"{b['shape']}) at {b['source']}: max abs err {b['max_abs_err']:.3g}"

@@ -4,6 +4,7 @@ float64 tensor read with `.item()`, a SymFloat that export cannot pass an op tak
 `float`: the piece must capture it as a frozen constant, reported like an int."""
 
 import random
+
 import torch
 
 SPLITTING_OPS = ["pwf::attend"]

@@ -20,6 +20,7 @@ import torch
 
 from aclcap import _compat
 from aclcap._tensors import clone_tensors
+from aclcap.draw_state import restore
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.compiles import CompileLog, mark_size_dims
@@ -83,6 +84,7 @@ class DeviceGraphBackend:
         """Run the compiled step on the side stream (the first call through the compile
         log: that is where a size compiles); which inputs it mutates."""
         before = clone_tensors(list(static))
+        restore(static)
         stream.wait_stream(self.mod.current_stream())
         with torch.no_grad(), self.mod.stream(stream):
             log.call(compiled, size, static)
@@ -114,6 +116,7 @@ class DeviceGraphBackend:
             if on_size:
                 on_size(size)
             static = statics[size]
+            restore(static)  # drawn before the other sizes were: its forward context again
             graph, begin = self._new_graph(pool)
             reserved = self.mod.memory_reserved()
             compiles = _compile_count()

@@ -115,9 +115,12 @@ def _freeze_host_floats(gm: torch.fx.GraphModule, args: tuple) -> None:
                 and value.dtype == torch.float64):
             continue
         reads = list(node.users)
-        if reads and all(r.target is torch.ops.aten.item.default
-                         or (r.op == "call_method" and r.target == "item") for r in reads):
-            for read in reads:
+        if not reads or not all(r.target is torch.ops.aten.item.default
+                                or (r.op == "call_method" and r.target == "item")
+                                for r in reads):
+            continue
+        for read in reads:  # a value handed on to a splitting op stays live: never frozen
+            if all(user.op != "output" for user in read.users):
                 read.replace_all_uses_with(value.item())  # type: ignore[arg-type]
                 gm.graph.erase_node(read)
     gm.graph.lint()
@@ -234,8 +237,10 @@ class PiecewiseAotiBackend:
 
     def _facts(self, order: list[int]) -> dict[str, Any]:
         """Pieces, the ops the step was split on (with their lines), graphs per size and
-        in all (what Ascend's stream budget counts), per size each piece's capture."""
-        pieces = [p for s in self.splits for p in s.pieces]
+        in all (what Ascend's stream budget counts), per size each piece's capture. A step
+        traced once per size (a host list as long as the size) is split once per trace:
+        one step's pieces are one split's, never the sum over sizes."""
+        pieces = max((s.pieces for s in self.splits), key=len, default=[])
         split_ops: dict[tuple, dict[str, Any]] = {}
         for p in pieces:
             if p.splitting_op:
@@ -248,7 +253,7 @@ class PiecewiseAotiBackend:
             {"piece": p.piece.index, "capture_us": round(p.by_size[size].capture_us, 1),
              "memory_bytes": p.by_size[size].memory_bytes}
             for p in self.pieces if size in p.by_size]} for size in order]
-        graphs = len(self.pieces)
+        graphs = sum(p.splitting_op is None for p in pieces)
         return {"split_on": sorted(self.names), "pieces": [p.to_dict() for p in pieces],
                 "graph_pieces": graphs, "eager_pieces": len(pieces) - graphs,
                 "split_ops": list(split_ops.values()), "graphs_per_size": graphs,
