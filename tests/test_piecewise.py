@@ -308,3 +308,15 @@ def test_a_float_host_value_handed_on_to_a_splitting_op_stays_live_and_counts_pe
     assert (facts["graph_pieces"], facts["eager_pieces"], facts["graphs_per_size"],
             facts["total_graphs"]) == (1, 1, 1, 2)
     assert [s["count"] for s in facts["split_ops"]] == [1]
+
+
+def test_a_tracing_failure_no_op_caused_gives_no_check_meta_advice():
+    """Issue 44: every tracing failure advised `aclcap check-meta --namespace NS`, a literal
+    placeholder where no op was to blame (here the step's own host read)."""
+    run = aclcap("capture", str(MODELS / "host_read.py"), "--graph-mode", "piecewise",
+                 "--split-ops", "aten::cat", "--shapes", "2,4", "--device", "cpu", "--json", "-")
+    assert run.code == 1
+    error = run.json()["trace"]["error"]
+    assert error is not None and error["op"] is None
+    text = " ".join(run.stderr.split())
+    assert "torch.compile cannot trace the step" in text and "check-meta" not in text

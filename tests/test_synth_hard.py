@@ -23,7 +23,8 @@ NS = "aclcap_synthhard::"
 
 @pytest.fixture(scope="module")
 def hard_run(tmp_path_factory):
-    return synthesize_fixture(tmp_path_factory.mktemp("synthhard"), "synth_hard")
+    out = tmp_path_factory.mktemp("synthhard")
+    return synthesize_fixture(out, "synth_hard", "--synthesize-cpp", str(out / "hard.cpp"))
 
 
 def _rules(doc: dict) -> dict[str, list[str]]:
@@ -107,3 +108,41 @@ def test_q_and_v_never_told_apart_is_unproven_not_verified():
                             if " together" not in r])
     assert any("`q` dim 2" in u or "`v` dim 2" in u for u in rule.unproven), \
         (describe_rule(rule), rule.unproven)
+
+
+def test_no_split_is_advised_for_a_size_the_steps_own_calls_never_get():
+    """bitsandbytes' int8_vectorwise_quant: its outlier columns are data-dependent, but None
+    at the step's threshold 0; scatter_sum's size is data-dependent without dim_size only."""
+    from aclcap.meta.observe import STEP, ArgFacts, ObservedCall, TensorFacts
+    from aclcap.meta.synthesize.pipeline import _step_data_dependent
+    from aclcap.meta.synthesize.rules import OpRule, OutputRule, Unbacked
+
+    rule = OpRule("ns::quant.default", "quant(Tensor A, float threshold) -> (Tensor, Tensor?)",
+                  [OutputRule((), None), OutputRule((Unbacked(0, 9),), None)])
+    a = TensorFacts((4, 8), "float32", (8, 1), 0)
+    step = ObservedCall("ns::quant.default", (ArgFacts("A", a), ArgFacts("threshold", value=0.0)),
+                        (a, None), phase=STEP)
+    assert not _step_data_dependent(rule, [step])
+    outliers = ObservedCall(step.op, step.args, (a, TensorFacts((3,), "int64", (1,), 0)),
+                            phase=STEP)
+    assert _step_data_dependent(rule, [outliers])
+
+
+def test_the_cpp_meta_kernels_of_dims_picked_by_arguments_guards_and_index_ranks_are_exact(
+        hard_run):
+    """along_dim, with_trailing and a rank's TORCH_CHECK in C++: the same answers as the
+    Python fakes; the regimes of an optional argument are left to the Python fake, said so."""
+    _, doc, py = hard_run
+    cpp = py.with_name("hard.cpp")
+    compared = compare_answers("synth_hard", doc["synthesis"]["cpp_library"])
+    assert compared["mismatches"] == []
+    assert set(compared["checked"]) == {f"{NS}{op}.default" for op in (
+        "gated_delta", "rank2_quant", "rms_reduce", "gather_rows")}
+    source = cpp.read_text()
+    assert "keepdim ? along_dim(x, dim, {1}) : along_dim(x, dim, {})" in source
+    assert "with_trailing(leading_dims(idx, 0, {}), x, 1)" in source
+    assert 'TORCH_CHECK(A.dim() == 2, "A of rank ", A.dim(),' in source
+    comments = " ".join(line.lstrip("/ ") for line in source.splitlines())
+    assert "mm_dequant.default: its rule has regimes of an optional argument" in comments
+    assert "scatter_sum.default: an output size is data-dependent" in comments
+    assert lint([cpp]) == []

@@ -48,10 +48,12 @@ class TraceReport:
         e = self.error
         op = f"{e['op']} " if e["op"] else ""
         where = f" at {Path(e['file']).name}:{e['line']}" if e["line"] else ""
+        text = f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}"
+        if not e["op"]:  # no op to blame: nothing for check-meta to check
+            return text
         model = Path(e["model"]).name if e.get("model") else "MODEL.py"
-        which = f"--namespace {e['op'].split('::')[0]} " if e["op"] else ""
-        return (f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}; run "
-                f"`aclcap check-meta {which}--samples-from {model}`")
+        return (f"{text}; run `aclcap check-meta --namespace {e['op'].split('::')[0]} "
+                f"--samples-from {model}`")
 
     def passes_through(self, file: str, line: int) -> bool:
         """Whether a graph break or the tracing failure has `file:line` on its user stack:

@@ -27,6 +27,7 @@ from aclcap.meta.synthesize.emit_python import (
     same_shape_as,
 )
 from aclcap.meta.synthesize.rules import (
+    AlongDim,
     BinOp,
     Const,
     Dim,
@@ -38,6 +39,7 @@ from aclcap.meta.synthesize.rules import (
     Numel,
     OpRule,
     OutputRule,
+    TrailingDims,
     Unbacked,
     WholeShape,
 )
@@ -151,6 +153,50 @@ c10::SymDimVector leading_dims(const at::Tensor& t, int64_t drop,
   return out;
 }
 """
+# A shape along a dim an int argument picks (rules.AlongDim), negative from the end.
+_ALONG_HELPER = """
+// t's sizes with dim `dim` (negative: from the end) replaced by `middle` (none: removed).
+c10::SymDimVector along_dim(const at::Tensor& t, int64_t dim,
+                            std::initializer_list<c10::SymInt> middle) {
+  const auto all = t.sym_sizes();
+  const int64_t d = dim < 0 ? dim + t.dim() : dim;
+  c10::SymDimVector out(all.begin(), all.begin() + d);
+  out.insert(out.end(), middle.begin(), middle.end());
+  out.insert(out.end(), all.begin() + d + 1, all.end());
+  return out;
+}
+"""
+# An index tensor's dims before another tensor's trailing ones (rules.TrailingDims).
+_TRAILING_HELPER = """
+// `head`, then t's sizes from dim `skip` on: [*head, *t.shape[skip:]], symbolic.
+c10::SymDimVector with_trailing(c10::SymDimVector head, const at::Tensor& t, int64_t skip) {
+  const auto all = t.sym_sizes();
+  head.insert(head.end(), all.begin() + skip, all.end());
+  return head;
+}
+"""
+
+
+def _along_sizes(shape: AlongDim) -> str:
+    """along_dim(...) of an AlongDim: its middle, or 1 where `keepdim` keeps the dim."""
+    x, dim = pyname(shape.arg), pyname(shape.dim_arg)
+    if shape.keepdim is not None:
+        return (f"{pyname(shape.keepdim)} ? along_dim({x}, {dim}, {{1}}) : "
+                f"along_dim({x}, {dim}, {{}})")
+    middle = ", ".join(expr_source(e) for e in shape.middle)
+    return f"along_dim({x}, {dim}, {{{middle}}})"
+
+
+def _guard_line(rule: OpRule) -> list[str]:
+    """TORCH_CHECK of the ranks a rank-guarded rule holds for (rules.RankGuard)."""
+    guard = rule.rank_guard
+    if guard is None:
+        return []
+    arg = pyname(guard.arg)
+    test = " || ".join(f"{arg}.dim() == {r}" for r in guard.ranks)
+    ranks = " or ".join(map(str, guard.ranks))
+    return [f'  TORCH_CHECK({test}, "{guard.arg} of rank ", {arg}.dim(),',
+            f'              ": this Meta kernel holds for rank {ranks} only");']
 
 
 def _param_type(arg: ArgSpec) -> str:
@@ -260,6 +306,20 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             arg = pyname(out.shape.arg)
             sizes = arg if types.get(out.shape.arg, "").startswith("SymInt") else \
                 f"c10::fromIntArrayRefSlow({arg})"
+        elif isinstance(out.shape, AlongDim):
+            sizes = _along_sizes(out.shape)
+            if hoist:
+                setup.append(f"  const c10::SymDimVector {name}_sizes = {sizes};")
+                sizes = f"{name}_sizes"
+        elif out.shape and isinstance(out.shape[-1], TrailingDims):
+            lead, rest, last = out.shape[0], out.shape[1:-1], out.shape[-1]
+            assert isinstance(lead, LeadingDims)
+            middle = "{" + ", ".join(expr_source(e) for e in rest) + "}"  # type: ignore[arg-type]
+            sizes = (f"with_trailing(leading_dims({pyname(lead.arg)}, {lead.drop}, {middle}), "
+                     f"{pyname(last.arg)}, {last.skip})")
+            if hoist:
+                setup.append(f"  const c10::SymDimVector {name}_sizes = {sizes};")
+                sizes = f"{name}_sizes"
         elif len(out.shape) == 1 and isinstance(out.shape[0], LeadingDims) and \
                 out.shape[0].drop == 0:
             sizes = f"{pyname(out.shape[0].arg)}.sym_sizes()"
@@ -313,14 +373,15 @@ def _output_lines(out: OutputRule, base: str, types: dict[str, str], ret_type: s
     if out.shape is None:
         return ["  return std::nullopt;" if target == "return" else
                 f"  {ret_type} {target} = std::nullopt;"]
+    declared = out.none_when is None and target != "return"
     for hoist in (False, True):
         setup, text = _output(out, base, types, name, hoist)
-        assign = f"  return {text};" if target == "return" else f"  {target} = {text};"
+        assign = f"  return {text};" if target == "return" else \
+            f"  {ret_type.rstrip('&')} {target} = {text};" if declared else \
+            f"  {target} = {text};"
         if len(assign) <= 100:
             break
     if out.none_when is None:
-        if target != "return":
-            assign = f"  {ret_type.rstrip('&')} {target} = {text};"
         return [*setup, assign]
     arg, condition = out.none_when
     cond = _condition(arg, condition, types.get(arg, ""))
@@ -381,6 +442,7 @@ def function_source(rule: OpRule, sig: CppSignature | None = None, name: str = "
     lines += [one] if len(one) <= 100 else [head + params[0] + ","] + [
         " " * len(head) + p + ("," if i < len(params) - 2 else ") {")
         for i, p in enumerate(params[1:])]
+    lines += _guard_line(rule)
     if not rets:
         lines.append("  // an out-variant: it only writes its arguments")
     # Locals are result, result_sizes, result0...: made longer until they shadow no argument.
@@ -440,7 +502,8 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "",
     every = [b for _, _, bodies, _ in blocks for b in bodies]
     helpers = "".join(helper for use, helper in (
         ("leading_dims(", _LEADING_HELPER), ("view_of_contiguous(", _VIEW_HELPER),
-        ("empty_in_order", _DENSE_HELPER), ("empty_in_order_of(", _ORDER_HELPER))
+        ("empty_in_order", _DENSE_HELPER), ("empty_in_order_of(", _ORDER_HELPER),
+        ("along_dim(", _ALONG_HELPER), ("with_trailing(", _TRAILING_HELPER))
         if any(use in b for b in every))
     body = ""
     for i, (space, kernels, bodies, skipped) in enumerate(blocks):

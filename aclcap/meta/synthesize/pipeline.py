@@ -419,10 +419,12 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
 
 def _step_data_dependent(rule: OpRule, calls: list[ObservedCall]) -> bool:
     """A model step's own call of the op gets an output size the data decides, in the
-    regime the step calls it in (a scatter the step gives `dim_size` holds no such size)."""
+    regime the step calls it in (a scatter the step gives `dim_size` holds no such size),
+    for an output it returns (bnb's outlier columns are None at threshold 0)."""
     return any(isinstance(e, Unbacked) and e.data_dependent
                for c in calls if c.phase in (STEP, BUILD)
-               for o in rule.outputs for e in regime_of(o, c).sizes())
+               for i, o in enumerate(rule.outputs) if c.outputs and c.outputs[i] is not None
+               for e in regime_of(o, c).sizes())
 
 
 @dataclass
