@@ -161,3 +161,25 @@ def test_no_held_out_call_left_is_said_not_verified():
     assert s.verdict() == ("synthesized, NOT verified: no held-out call was left whose two "
                            "eager runs agree")
     assert s.to_dict()["status"] == "not_verified"
+
+
+def test_a_fault_only_on_calls_aclcap_varied_warns_and_fails_nothing():
+    """vLLM's rms_norm with its hidden size grown without its weight reads the weight past
+    its end: a call outside the op's contract that aclcap made, not the library's fault as
+    callers call it. Only a fault on a sample as given fails the run."""
+    from aclcap.meta.observe import DECLARED, VARIATION, ObservedCall
+    from aclcap.meta.synthesize.faults import FaultyCall
+    from aclcap.meta.synthesize.observation import Observation
+
+    def call(phase: str) -> ObservedCall:
+        return ObservedCall("ns::op.default", (), (), phase=phase)
+
+    varied = Observation(calls=[call(DECLARED)],
+                         faulty=[FaultyCall(call(VARIATION), "x dim 1: 64 -> 128", "values")])
+    assert varied.to_dict()["kernel_findings"] == []
+    [warning] = varied.to_dict()["kernel_warnings"]
+    assert warning.endswith("only on calls aclcap varied from the samples, which may be "
+                            "outside the op's contract")
+    given = Observation(calls=[], faulty=[FaultyCall(call(DECLARED), "", "values")])
+    assert len(given.to_dict()["kernel_findings"]) == 1
+    assert given.to_dict()["kernel_warnings"] == []

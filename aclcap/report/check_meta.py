@@ -212,6 +212,7 @@ def synthesis_lines(run: SynthesisRun) -> list[str]:
             continue
         out.append(f"  {s.op}: {s.verdict()}")
         out += [f"    KERNEL FINDING: {k}" for k in s.kernel_findings]
+        out += [f"    kernel warning: {k}" for k in s.kernel_warnings]
         if s.rule is None:
             continue
         out.append(f"    from {s.rule.evidence} ({s.observed} of {s.tried} tried calls "

@@ -53,12 +53,22 @@ class Observation:
     meta_diffs: list[str] = field(default_factory=list)
     meta_compared: int = 0  # calls the existing meta was run on (diff_meta)
     faulty: list[FaultyCall] = field(default_factory=list)  # two eager runs differed
+    given: set[str] = field(default_factory=set)  # keys of the samples as given
 
     def to_dict(self) -> dict:
+        """What crosses the pipe. A fault on a sample as given (declared or harvested) is a
+        kernel finding, the kernel broken as its callers call it; one only on calls aclcap
+        varied is a kernel warning: such a call may break the op's contract (a dim changed
+        without the weight it must match), which a kernel that checks nothing reads past."""
+        line = kernel_finding(self.faulty, self.calls, "fitting and verification") \
+            if self.faulty else ""
+        given = any(f.call.phase != VARIATION or call_key(f.call) in self.given
+                    for f in self.faulty)
         return {"calls": [c.to_dict() for c in self.calls], "tried": self.tried,
-                "kernel_findings": [kernel_finding(self.faulty, self.calls,
-                                                   "fitting and verification")]
-                if self.faulty else [],
+                "kernel_findings": [line] if given else [],
+                "kernel_warnings": [f"{line}; only on calls aclcap varied from the samples, "
+                                    "which may be outside the op's contract"]
+                if line and not given else [],
                 "rejected": self.rejected[:5], "rejected_count": len(self.rejected),
                 # what each rejected call changed, without the error: what the kernel ties
                 "rejected_changes": [r.split(": ", 1)[0] for r in self.rejected],
@@ -129,6 +139,8 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
             seen.rejected.append(f"{what}: tied by an offsets tensor")
             continue
         key = call_key(observed_inputs(op, sample.args, sample.kwargs))
+        if what == AS_GIVEN:  # a caller's own call, even where a variation made it first
+            seen.given.add(key)
         if key in keys and not what.endswith(VALUES_REDRAWN):
             continue  # the same call again (samples alike over dtypes): nothing new
         keys.add(key)

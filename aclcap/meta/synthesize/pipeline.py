@@ -58,6 +58,9 @@ class Synthesis:
     no_samples: bool = False  # nothing to learn from: counted apart, not as a failure of it
     # Calls whose two eager runs differed (faults.py): the kernel's fault, one line per kind
     kernel_findings: list[str] = field(default_factory=list)
+    # The same, only on calls aclcap varied (a sample as given agreed with itself): said, and
+    # no failure of the run, since such a call may be outside the op's contract
+    kernel_warnings: list[str] = field(default_factory=list)
     unverified: str = ""  # why the verifying worker had no call left to judge the fake on
 
     @property
@@ -95,6 +98,7 @@ class Synthesis:
             "failed" if self.failures() else "not_registered" if rule.unregistered else
             "not_verified" if self.unverified else "unproven" if rule.unproven else "failed",
             "kernel_findings": self.kernel_findings,
+            "kernel_warnings": self.kernel_warnings,
             "unproven": rule.unproven if rule else [],
             "verdict": self.verdict(),
             "rule": describe_rule(rule) if rule else [],
@@ -196,6 +200,7 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         result.rejected, result.meta_diffs = seen["rejected_count"], seen["meta_diffs"]
         result.meta_compared = seen["meta_compared"]
         result.kernel_findings = list(seen.get("kernel_findings", []))
+        result.kernel_warnings = list(seen.get("kernel_warnings", []))
         if got.sample_count == 0:
             result.no_samples = True
             result.reason = ("no samples: synthesis needs real calls; declare them with "
@@ -203,7 +208,7 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
                              "writes a stub meanwhile)")
             continue
         calls = [ObservedCall.from_dict(c) for c in seen["calls"]]
-        if not calls and result.kernel_findings:
+        if not calls and (result.kernel_findings or result.kernel_warnings):
             result.reason = "no call whose two eager runs agree was left to learn from"
             continue
         if not calls:
@@ -256,8 +261,9 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
                 if o.meta_kind in (MetaKind.PYTHON, MetaKind.PYTHON_META)}
     for op, s in todo.items():
         got = checked.get(op)
+        # held-out calls are mostly aclcap's variations: a fault first seen there warns
         faults = (got.synthesis or {}).get("kernel_findings", []) if got is not None else []
-        s.kernel_findings += [f for f in faults if f not in s.kernel_findings]
+        s.kernel_warnings += [f for f in faults if f not in s.kernel_findings + s.kernel_warnings]
         if got is not None and got.status != Status.PASS and kind == "cpp" and op in shadowed:
             s.verified[kind] = (f"not this kernel's verdict: the library's own fake "
                                 f"({shadowed[op]}) takes precedence over a C++ Meta kernel "
@@ -287,6 +293,7 @@ def set_verdicts(done: list[Synthesis]) -> None:
                 s.rule.verified += (f" with {kinds}: " + ", ".join(
                     dict.fromkeys(IN_WORDS[c] for c in s.checks)))
             s.rule.verified += "".join(f"; KERNEL FINDING: {k}" for k in s.kernel_findings)
+            s.rule.verified += "".join(f"; kernel warning: {k}" for k in s.kernel_warnings)
 
 
 # An absolute path; it ends where a compiler's quotes (curly ones too), a colon or a bracket begin.
