@@ -160,8 +160,7 @@ class _Reads(TorchFunctionMode):
                            ) -> Any:
         kwargs = kwargs or {}
         given = self.recorder.given_host
-        given.append(any(is_host_value(v) and not isinstance(v, str)
-                         for v in (*args, *kwargs.values()) if not isinstance(v, torch.Tensor)))
+        given.append(any(map(is_host_value, (*args, *kwargs.values()))))
         try:
             out = func(*args, **kwargs)
         finally:

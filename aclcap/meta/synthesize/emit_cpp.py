@@ -187,6 +187,21 @@ def _along_sizes(shape: AlongDim) -> str:
     return f"along_dim({x}, {dim}, {{{middle}}})"
 
 
+def _helper_sizes(shape: object) -> str | None:
+    """The helper call that builds a shape the emitted helpers cover: along_dim, an index's
+    dims with_trailing another's, leading_dims; None for a plain list of dims."""
+    if isinstance(shape, AlongDim):
+        return _along_sizes(shape)
+    if not isinstance(shape, tuple) or not shape or not isinstance(shape[0], LeadingDims):
+        return None
+    lead = shape[0]
+    last = shape[-1] if isinstance(shape[-1], TrailingDims) else None
+    rest = shape[1:-1] if last is not None else shape[1:]
+    listed = "{" + ", ".join(expr_source(e) for e in rest) + "}"  # type: ignore[arg-type]
+    sizes = f"leading_dims({pyname(lead.arg)}, {lead.drop}, {listed})"
+    return sizes if last is None else f"with_trailing({sizes}, {pyname(last.arg)}, {last.skip})"
+
+
 def _guard_line(rule: OpRule) -> list[str]:
     """TORCH_CHECK of the ranks a rank-guarded rule holds for (rules.RankGuard)."""
     guard = rule.rank_guard
@@ -306,27 +321,11 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
             arg = pyname(out.shape.arg)
             sizes = arg if types.get(out.shape.arg, "").startswith("SymInt") else \
                 f"c10::fromIntArrayRefSlow({arg})"
-        elif isinstance(out.shape, AlongDim):
-            sizes = _along_sizes(out.shape)
-            if hoist:
-                setup.append(f"  const c10::SymDimVector {name}_sizes = {sizes};")
-                sizes = f"{name}_sizes"
-        elif out.shape and isinstance(out.shape[-1], TrailingDims):
-            lead, rest, last = out.shape[0], out.shape[1:-1], out.shape[-1]
-            assert isinstance(lead, LeadingDims)
-            middle = "{" + ", ".join(expr_source(e) for e in rest) + "}"  # type: ignore[arg-type]
-            sizes = (f"with_trailing(leading_dims({pyname(lead.arg)}, {lead.drop}, {middle}), "
-                     f"{pyname(last.arg)}, {last.skip})")
-            if hoist:
-                setup.append(f"  const c10::SymDimVector {name}_sizes = {sizes};")
-                sizes = f"{name}_sizes"
-        elif len(out.shape) == 1 and isinstance(out.shape[0], LeadingDims) and \
-                out.shape[0].drop == 0:
+        elif isinstance(out.shape, tuple) and len(out.shape) == 1 and \
+                isinstance(out.shape[0], LeadingDims) and out.shape[0].drop == 0:
             sizes = f"{pyname(out.shape[0].arg)}.sym_sizes()"
-        elif out.shape and isinstance(out.shape[0], LeadingDims):
-            lead = out.shape[0]
-            tail = "{" + ", ".join(expr_source(e) for e in out.shape[1:]) + "}"  # type: ignore[arg-type]
-            sizes = f"leading_dims({pyname(lead.arg)}, {lead.drop}, {tail})"
+        elif (called := _helper_sizes(out.shape)) is not None:
+            sizes = called
             if hoist:
                 setup.append(f"  const c10::SymDimVector {name}_sizes = {sizes};")
                 sizes = f"{name}_sizes"

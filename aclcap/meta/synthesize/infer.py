@@ -281,8 +281,7 @@ def _dtype(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: in
     inputs (or all), a fixed dtype where inputs' dtypes varied and it did not, like a float
     input where nothing varied, in that order of preference."""
     want = [o.dtype for o in outs]
-    tensors = [a.name for a in calls[0].args
-               if all(c.arg(a.name).tensor is not None for c in calls)]
+    tensors = _tensor_args(calls)
     dtypes = {name: [c.arg(name).tensor.dtype for c in calls] for name in tensors}
     like = [name for name in tensors if dtypes[name] == want]
     varied = [name for name in like if len(set(dtypes[name])) > 1]
@@ -424,8 +423,9 @@ def _output(calls: Sequence[ObservedCall], index: int, notes: list[str],
             split = replace(when_none, given=(arg, when_given, when_none))
         except SynthesisError:
             continue
-        if _flaws(split, calls) < least:
-            least, best = _flaws(split, calls), (split, tried)
+        flaws = _flaws(split, calls)
+        if flaws < least:
+            least, best = flaws, (split, tried)
     if best is not None:
         notes += best[1]
         return best[0]
@@ -599,11 +599,9 @@ def _unproven(calls: Sequence[ObservedCall], outputs: list[OutputRule],
                 found.append(f"output {i} follows `{key[0]}` dim {key[1]}, which equalled "
                              + ", ".join(f"`{a}` dim {d}" for a, d in twins[:3])
                              + " in every call: give a sample where they differ")
-        for e in out.sizes():
-            if isinstance(e, Unbacked) and not e.data_dependent:
-                found.append(f"output {i} has a size that fits no formula of the inputs, yet "
-                             "equal inputs always gave it equal: not shown data-dependent")
-                break
+        if _unshown(out):
+            found.append(f"output {i} has a size that fits no formula of the inputs, yet "
+                         "equal inputs always gave it equal: not shown data-dependent")
         shapes = [c.outputs[i].shape for c in calls if c.outputs[i] is not None]
         if shapes and len({len(s) for s in shapes}) == 1 and any(
                 all(s[d] == 0 for s in shapes) for d in range(len(shapes[0]))):
@@ -659,8 +657,12 @@ def infer(op: OpOverload, calls: Sequence[ObservedCall],
 def _unsettled(outputs: Sequence[OutputRule], notes: Sequence[str]) -> bool:
     """A size no formula fits that no call showed following the data, or an output fitted
     on one of the ranks it came in: what a guard on the input's rank may settle."""
-    return any(isinstance(e, Unbacked) and not e.data_dependent for o in outputs
-               for e in o.sizes()) or any(ONE_RANK in n for n in notes)
+    return any(map(_unshown, outputs)) or any(ONE_RANK in n for n in notes)
+
+
+def _unshown(out: OutputRule) -> bool:
+    """A size of `out` no formula fits that no call showed following the data."""
+    return any(isinstance(e, Unbacked) and not e.data_dependent for e in out.sizes())
 
 
 def _rank_guarded(calls: Sequence[ObservedCall], count: int, optional: Sequence[str]
