@@ -45,6 +45,21 @@ def same_numbers(a: Any, b: Any) -> bool:
     return isinstance(a, _SCALARS) and isinstance(b, _SCALARS) and float(a) == float(b)
 
 
+def carries(arg: Any, value: Any) -> bool:
+    """An op argument that holds a host input's value: equal to it, or a list equal item by
+    item as numbers to a list or tuple input (`[4, 4]` from `(4, 4)`; a bool is no number
+    here: a shape `[1, 2]` does not hold `(True, 2)`). Any pair of host values compares: a
+    float input beside a list argument is simply not held."""
+    if not (is_host_value(arg) and is_host_value(value)):
+        return False
+    if isinstance(arg, (list, tuple)) and isinstance(value, (list, tuple)):
+        return len(arg) == len(value) and all(
+            same_value(a, v) or (not isinstance(a, bool) and not isinstance(v, bool)
+                                 and float(a) == float(v))
+            for a, v in zip(arg, value, strict=True))
+    return same_value(arg, value)
+
+
 def show(value: Any, limit: int = 12) -> str:
     """A host value as a report prints it: floats to 4 digits, a long list cut after
     `limit` items."""

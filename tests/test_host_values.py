@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aclcap.errors import UsageError
 from tests.conftest import ROOT, aclcap
@@ -62,7 +64,8 @@ def test_frozen_argument_named_with_capture_and_step_values():
     mul = next(f for f in found if f.op == "aten::mul")
     assert (mul.arg, mul.captured, mul.this_step, mul.source) == ("other", 2.0, 3.0,
                                                                   "input scale")
-    assert mul.changes_result and mul.frozen and mul.line == 52  # the line of the mul call
+    line = _Scaled.forward.__code__.co_firstlineno + 1  # the line of the mul call
+    assert mul.changes_result and mul.frozen and mul.line == line
     same = next(f for f in found if f.op == "torch.tensor")
     assert same.captured == same.this_step == [1, 2] and not same.changes_result
     assert host.constants() == {"lengths": [1, 2]}  # the note: the same in every draw
@@ -218,3 +221,57 @@ def test_an_aten_ops_own_internal_sizes_are_not_host_values():
     record = record_step(Step(), (torch.randn(2, 3, 4), torch.randn(2, 4, 5), 6), None)
     assert [(c.op, c.args) for c in record.calls] == [
         ("aten::view", {"size": [6, -1]}), ("aten::mul", {"other": 2})]
+
+
+class _EveryArgType(torch.nn.Module):
+    """Ops that take a list (`view`), an int (`narrow`), a bool (`keepdim`) and a float
+    (`mul`) argument beside a host input of any type, fed to the op of its own type."""
+
+    def forward(self, x, value):
+        h = x.view(-1, 2, 2).sum(-1, keepdim=True).narrow(0, 0, 1).reshape(1, 2)
+        if isinstance(value, bool):
+            return h.sum(-1, keepdim=value)
+        if isinstance(value, int):
+            return h.narrow(1, 0, 1 + value % 2)
+        if isinstance(value, float):
+            return torch.ops.aten.mul.Scalar(h, value)
+        return h * torch.tensor(value, dtype=torch.float32).sum()
+
+
+_SCALAR = st.one_of(st.booleans(), st.integers(-3, 3),
+                    st.floats(-4, 4, width=32).filter(lambda f: f != 0))
+_HOST = st.one_of(_SCALAR, st.lists(_SCALAR, max_size=3), st.tuples(_SCALAR, _SCALAR))
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=_HOST, other=_HOST)
+def test_a_constant_host_value_of_any_type_beside_ops_of_every_argument_type(value, other):
+    """Issue 50: a constant float beside an op taking a list (`.view(-1, 4, 4)`) was exit 3
+    (`_constant_keys` took `list(0.8)`). Every host type against every argument type: the
+    analysis never raises, and a constant float or list is noted where an op takes it."""
+    from aclcap.capture.frozen import HostValues
+    from aclcap.host_values import carries
+
+    assert carries(value, value) and carries(other, value) == carries(value, other)
+    model, here = _EveryArgType(), ROOT / "tests" / "test_host_values.py"
+    draws = [(torch.randn(4, 4), value) for _ in range(3)]
+    host = HostValues(model, here, draws[0])
+    found = host.at_size(4, draws[0], draws[1:], [True, True])
+    assert host.constants() == {"value": value}
+    held = [f for f in found if f.source == "input value"]
+    assert all(carries(f.captured, value) for f in held), found
+    if isinstance(value, float) or (isinstance(value, (list, tuple)) and not any(
+            isinstance(v, bool) for v in value)):  # torch.tensor turns a bool into a number
+        assert held, found
+
+
+@pytest.mark.parametrize("mode", ["full", "piecewise"])
+def test_a_constant_temperature_beside_a_view_passes_with_its_constant_noted(mode):
+    """Issue 50: this 20-line step was `internal error: TypeError: 'float' object is not
+    iterable` (exit 3) in both modes."""
+    run = aclcap("capture", str(MODELS / "constant_temperature.py"), "--graph-mode", mode,
+                 "--shapes", "2,4", "--device", "cpu", "--json", "-")
+    assert run.code == 0, run.stdout + run.stderr
+    doc = run.json()
+    assert {f["arg"]: (f["captured"], f["source"]) for f in doc["frozen_values"]} == {
+        "other": (0.8, "input temperature")}

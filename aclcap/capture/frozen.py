@@ -20,8 +20,10 @@ from aclcap.capture.host_uses import HostRead, OpCall, StepRecord, aligned, reco
 from aclcap.draw_state import named, sets_state
 from aclcap.errors import UsageError, last_line
 from aclcap.host_values import (
+    carries,
     host_indices,
     input_names,
+    is_host_value,
     same_numbers,
     same_value,
     show,
@@ -152,10 +154,11 @@ class HostValues:
         keys = set()
         for i in self.hosts:
             value = draws[0][i]
-            if isinstance(value, int) or not all(same_value(d[i], value) for d in draws):
+            if isinstance(value, int) or not is_host_value(value) or \
+                    not all(same_value(d[i], value) for d in draws):
                 continue
             keys |= {_key(c, name) for c in record.calls for name, v in c.args.items()
-                     if same_value(v, value) or (isinstance(v, list) and v == list(value))}
+                     if carries(v, value)}
         return keys
 
     def at_size(self, size: int, captured: tuple, draws: list[tuple], ok: list[bool],

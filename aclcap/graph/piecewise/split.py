@@ -128,9 +128,20 @@ def _is_view(node: torch.fx.Node) -> bool:
     name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
     if name.endswith("_") or op_name(node.target) is not None:
         return False
-    ref = StorageWeakRef(value.untyped_storage())
-    args = [a for a in node.all_input_nodes if isinstance(_value(a), torch.Tensor)]
-    return any(StorageWeakRef(_value(a).untyped_storage()) == ref for a in args)
+    ref = _storage(value)
+    args = [_storage(_value(a)) for a in node.all_input_nodes
+            if isinstance(_value(a), torch.Tensor)]
+    return ref is not None and any(a is not None and a == ref for a in args)
+
+
+def _storage(value: torch.Tensor) -> StorageWeakRef | None:
+    """The storage a tensor example value lives in; None for the tensors that have none
+    (functorch's batched values inside a vmap, as associative_scan traces: a subgraph's
+    value, never a view to copy)."""
+    try:
+        return StorageWeakRef(value.untyped_storage())
+    except (NotImplementedError, RuntimeError):
+        return None
 
 
 def _localize_sizes(gm: torch.fx.GraphModule) -> None:
