@@ -165,6 +165,37 @@ def frame_compiler() -> tuple[Any, Any]:
     return convert_frame, reset_code
 
 
+def inductor_compiler(config_patches: dict[str, Any]) -> Any:
+    """torch.compile's inductor backend as a callable, with Inductor options patched in (a
+    backend given as a callable takes no `options=`)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    def compile_inductor(gm: Any, example_inputs: Any) -> Any:
+        return compile_fx(gm, example_inputs, config_patches=dict(config_patches))
+
+    return compile_inductor
+
+
+def set_vllm_forward_context(context: Any) -> None:
+    """Set vLLM's forward context as its runner's `set_forward_context` does, for the steps
+    that follow (vLLM keeps it in a module global; vllm.forward_context)."""
+    import vllm.forward_context
+
+    vllm.forward_context._forward_context = context
+
+
+def compiling_frame() -> int | None:
+    """The id of the frame (code object) Dynamo is compiling now; None outside a compile or
+    where torch has no such id."""
+    try:
+        from torch._guards import CompileContext
+
+        compile_id = CompileContext.current_compile_id()
+    except (ImportError, AttributeError):
+        return None
+    return getattr(compile_id, "frame_id", None)
+
+
 def set_logs(**levels: int) -> None:
     """torch's log levels per component (torch._logging.set_logs)."""
     torch._logging.set_logs(**levels)

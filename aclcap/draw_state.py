@@ -1,5 +1,7 @@
 """State a model file's `make_inputs` sets outside what it returns: vLLM's forward context
-(attention metadata put on a module-level object before the step, read by an op inside it).
+(attention metadata put on a module-level object before the step, read by an op inside it),
+on the model file's own globals or on any other module's: vLLM's runner rebinds
+`vllm.forward_context._forward_context`, which a model file sets the same way.
 
 aclcap draws several times before it runs (every size first; the replays' draws after the
 capture's), so without help the step would read the last draw's metadata beside another
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import sys
 import types
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ class StateChange:
             setattr(self.owner, self.key, value)
 
 
+_MISSING = object()
 _kept: OrderedDict[int, tuple[tuple, list[StateChange]]] = OrderedDict()
 
 
@@ -57,10 +61,39 @@ def _contents(value: Any) -> Any:
     return copy.copy(value) if isinstance(value, (list, dict)) else None
 
 
-def snapshot(namespace: dict[str, Any]) -> dict[str, tuple[Any, Any, dict | None]]:
+# Modules whose globals are never a step's state: the interpreter's own, torch's (its
+# lazily set caches) and aclcap's. Anything else a draw rebinds is state, vLLM's included.
+_NOT_STATE = (*sys.stdlib_module_names, "torch", "aclcap", "_pytest", "pytest", "xdist",
+              "execnet", "pluggy", "hypothesis", "typer",
+              "rich", "click", "numpy", "sympy")
+
+
+_modules_seen: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}
+
+
+def _other_modules(namespace: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every loaded module but the model file's and those of `_NOT_STATE`, by name (found
+    again only when a module was imported since)."""
+    key = (len(sys.modules), id(namespace))
+    if key not in _modules_seen:
+        _modules_seen.clear()
+        _modules_seen[key] = {
+            name: vars(m) for name, m in list(sys.modules.items())
+            if m is not None and name.partition(".")[0] not in _NOT_STATE
+            and getattr(m, "__dict__", None) is not namespace}
+    return _modules_seen[key]
+
+
+_OTHERS = "\0other modules"  # the snapshot's entry of every other module's globals
+
+
+def snapshot(namespace: dict[str, Any]) -> dict[str, Any]:
     """Per global of the model file: its value, its contents, and its attributes' (value,
-    contents) where it is an object holding state."""
-    taken = {}
+    contents) where it is an object holding state; under `_OTHERS`, a copy of every other
+    module's globals (a dict copy per module: the values alone, compared by identity, as a
+    rebinding is how a library sets such state; 2,800 modules cost ~2 ms)."""
+    taken: dict[str, Any] = {_OTHERS: {module: dict(names) for module, names
+                                       in _other_modules(namespace).items()}}
     for name, value in namespace.items():
         if name.startswith("__") or not _is_state(value):
             continue
@@ -75,11 +108,24 @@ def _changed(old: tuple[Any, Any], new: Any) -> bool:
     return new is not value or (contents is not None and new != contents)
 
 
-def changes(namespace: dict[str, Any], before: dict[str, tuple[Any, Any, dict | None]]
-            ) -> list[StateChange]:
+def changes(namespace: dict[str, Any], before: dict[str, Any]) -> list[StateChange]:
     """What make_inputs set since `before`: globals rebound or changed in place, and
-    attributes set on (or changed in place in) global objects."""
+    attributes set on (or changed in place in) global objects; of other modules, globals
+    that held state and were rebound (a first import's new names are not state)."""
     found = []
+    others = before.get(_OTHERS, {})
+    for module, names in _other_modules(namespace).items():
+        old_names = others.get(module)
+        try:  # C's dict comparison: identical values never reach their __eq__
+            if old_names is None or names == old_names:
+                continue
+        except Exception:  # a rebound value whose __eq__ cannot say (a tensor)
+            pass
+        for name, value in list(names.items()):
+            old = old_names.get(name, _MISSING)
+            if old is not _MISSING and value is not old and not name.startswith("__") \
+                    and _is_state(value):
+                found.append(StateChange(names, name, copy.copy(value), f"{module}.{name}"))
     for name, value in namespace.items():
         if name.startswith("__") or not _is_state(value):
             continue
@@ -94,6 +140,16 @@ def changes(namespace: dict[str, Any], before: dict[str, tuple[Any, Any, dict | 
             if key not in attrs or _changed(attrs[key], now):
                 found.append(StateChange(value, key, copy.copy(now), f"{name}.{key}"))
     return found
+
+
+def drawn(fn: Any, namespace: dict[str, Any]) -> Any:
+    """`fn()` (make_inputs, or a model file's pad_inputs), with the state it set kept for
+    the draw it returns: put back before each run on that draw."""
+    before = snapshot(namespace)
+    draw = fn()
+    if isinstance(draw, tuple):
+        remember(draw, changes(namespace, before))
+    return draw
 
 
 def remember(draw: tuple, found: list[StateChange]) -> None:
@@ -120,6 +176,12 @@ def restore(draw: Any) -> None:
     """Put back the state make_inputs set with `draw`, before a run on it."""
     for change in _state_of(draw):
         change.put_back()
+
+
+def state_names(draw: Any) -> list[str]:
+    """Where the state make_inputs set with `draw` lives (`CONTEXT.seq_lens`,
+    `vllm.forward_context._forward_context`)."""
+    return [c.name for c in _state_of(draw)]
 
 
 def named(draw: Any, value: Any, same: Any) -> str | None:

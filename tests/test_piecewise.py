@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import ROOT, aclcap
 
@@ -320,3 +321,27 @@ def test_a_tracing_failure_no_op_caused_gives_no_check_meta_advice():
     assert error is not None and error["op"] is None
     text = " ".join(run.stderr.split())
     assert "torch.compile cannot trace the step" in text and "check-meta" not in text
+
+
+def test_a_library_wrapper_that_graph_breaks_for_two_callers_captures_and_matches_eager():
+    """Issue 50: jetmoe's piecewise capture was exit 3 (`KeyError: 'input_ids'`): one wrapper
+    frame (transformers' deprecation decorator) compiled without guards for one caller ran
+    for the next; and the frame recompiled dynamic at the second size had no graph at the
+    first."""
+    run = aclcap("capture", str(MODELS / "piecewise_shared_wrapper.py"), "--graph-mode",
+                 "piecewise", "--device", "cpu", "--json", "-")
+    assert run.code == 0, run.stdout + run.stderr
+    assert "resized" not in run.stderr  # no piece ran at a size it was not built for
+    rows = run.json()["results"]
+    assert [(r["size"], r["status"], r["max_abs_err"]) for r in rows] == [(2, "pass", 0),
+                                                                          (4, "pass", 0)]
+
+
+def test_a_vmapped_value_has_no_storage_and_is_no_view():
+    """Issue 50: jamba's and mamba's associative_scan traces vmapped values, whose storage
+    raised `Cannot access storage of BatchedTensorImpl` (exit 3) in the view test."""
+    from aclcap.graph.piecewise.split import _storage
+
+    seen = []
+    torch.vmap(lambda t: seen.append(_storage(t)) or t)(torch.ones(3, 2))
+    assert seen == [None] and _storage(torch.ones(2)) is not None

@@ -18,6 +18,9 @@ EXPECTED = [
     "_abstract_fn", "_backend_fns", "_backward_fn", "_init_fn", "_resolve_op_name",
     "_setup_context_fn", "_torch_dispatch_fns", "_vmap_fn",
     "_codegen",  # torch.fx.Graph's
+    "_forward_context",  # vLLM's forward context global (vllm.forward_context), not torch's
+    "torch._guards.CompileContext",  # the frame being compiled (piecewise guards)
+    "torch._inductor.compile_fx.compile_fx",  # Inductor as a callable backend with options
     "torch._C.Argument", "torch._C.DispatchKey.__members__", "torch._C.FunctionSchema",
     "torch._C._aoti.AOTIModelPackageLoader", "torch._C._dispatch_dump",
     "torch._C._dispatch_get_all_op_names", "torch._C._dispatch_has_kernel_for_dispatch_key",

@@ -19,10 +19,11 @@ from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.stats import UNSTABLE_CI, Stability, median_p90, stability
 from aclcap.bench.timing import BLOCK_S, BlockTime, steps_for, time_block, time_settled_steps
+from aclcap.draw_state import restore, sets_state
 from aclcap.errors import CaptureError, UsageError
 from aclcap.graph.backends.base import Captured
 from aclcap.graph.distributed import RankInfo, settle, settle_each_call
-from aclcap.graph.padding import pad_to, padded_sizes
+from aclcap.graph.padding import padded_sizes
 from aclcap.graph.replay import replay_check
 from aclcap.graph.step import StepContext, draw_reproducibly, prepare_step
 
@@ -177,6 +178,7 @@ def run_bench(options: BenchOptions,
     steps: dict[tuple[int, str], Callable[[], object]] = {}
     launches: dict[tuple[int, str], int | None] = {}
     captured, captured_pw, pieces = {}, {}, {}
+    pw_mechanism = "aoti-piecewise"
     if "graph" in modes:
         progress(f"capturing sizes {sizes} ({backend.mechanism})", 0)
         try:
@@ -184,12 +186,14 @@ def run_bench(options: BenchOptions,
         except CaptureError as exc:
             raise CaptureError(f"graph mode: capture failed: {exc} (run `aclcap capture` for "
                                "the details, or leave graph out of --modes)") from exc
+        report.mechanism = backend.mechanism  # aoti may have become inductor: export failed
         if options.graph_mode == "full,piecewise":  # the piecewise step gets rows of its own
             from aclcap.graph.piecewise.backend import PiecewiseAotiBackend
 
             piecewise = PiecewiseAotiBackend(options)
             captured_pw = {c.size: c for c in piecewise.capture(step, sizes)}
             pieces = piecewise.facts.piecewise or {}
+            pw_mechanism = piecewise.mechanism
             modes.append("piecewise")
     # --nproc: `aclcap capture --nproc` checks the ranks' replays in lockstep; here a rank
     # that found its replay stale first would stop calling collectives the others wait in
@@ -217,6 +221,7 @@ def run_bench(options: BenchOptions,
                 cap = captured[size]
                 fn = lambda c=cap: c.replay(c.static_inputs)  # noqa: E731
                 launches[(size, mode)] = 1  # one graph launch (one AOTI run call on cpu)
+            fn = _with_state(args if mode in ("eager", "compiled") else cap.static_inputs, fn)
             settle(force=rank is not None)
             with torch.no_grad():
                 for _ in range(WARMUP_STEPS):
@@ -228,9 +233,9 @@ def run_bench(options: BenchOptions,
             launches[(size, UPDATE)] = None
         if size in between:
             target = between[size]
-            padded = pad_to(args, step.dims, size, target)
+            padded = step.pad(args, size, target)
             cap = captured[target]
-            steps[(size, "padded")] = lambda c=cap, a=padded: c.replay(a)
+            steps[(size, "padded")] = _with_state(padded, lambda c=cap, a=padded: c.replay(a))
             launches[(size, "padded")] = 1
             done += 1
 
@@ -284,7 +289,7 @@ def run_bench(options: BenchOptions,
         dev = median_p90([t.device_us for t in timed])[0] if timed[0].device_us else None
         report.rows.append(BenchRow(size, mode, "eager" if mode == "eager" else
                                     "inductor" if mode == "compiled" else
-                                    "aoti-piecewise" if mode == "piecewise" else
+                                    pw_mechanism if mode == "piecewise" else
                                     backend.mechanism,
                                     med, p90, host, dev, launches[(size, mode)]))
     for row in report.rows:
@@ -310,6 +315,21 @@ def unsettled(rounds: dict[tuple[int, str], list[float]]) -> bool:
 
 
 STALE_DRAWS = 2  # fresh draws each captured size is replayed on before it is timed
+
+
+def _with_state(draw: tuple, fn: Callable[[], object]) -> Callable[[], object]:
+    """`fn`, run with the state its draw set outside its inputs put back first (vLLM's
+    forward context): the modes are timed interleaved, and a kernel that read another
+    size's attention metadata would read past its buffers. Every mode of a step that sets
+    state pays the same restore."""
+    if not sets_state(draw):
+        return fn
+
+    def run() -> object:
+        restore(draw)
+        return fn()
+
+    return run
 
 
 def stale_sizes(step: StepContext, captured: dict[int, Captured]) -> dict[int, str]:

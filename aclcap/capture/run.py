@@ -13,6 +13,7 @@ from aclcap.capture.fresh import STALE_INPUTS, VARY_TRIES, inputs_are_fresh, var
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
 from aclcap.capture.trace_report import TraceReport
+from aclcap.draw_state import state_names
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import Compile, CompileLog
@@ -82,6 +83,9 @@ class CaptureReport:
     trace_cache: dict[str, Any] | None = None
     # Host inputs the same in every draw, by name: frozen, safe while callers keep them so.
     host_constants: dict[str, Any] = field(default_factory=dict)
+    # Where the state make_inputs set outside its inputs lives (a forward context): ops
+    # read it live at every cpu replay; a device graph freezes what they read of it.
+    draw_state: list[str] = field(default_factory=list)
 
     def frozen_values(self) -> list[FrozenValue]:
         """Every row's host-fed op arguments (JSON `frozen_values`)."""
@@ -299,17 +303,22 @@ def _capture_step(step: StepContext, options: CaptureOptions,
     except CaptureError as exc:
         from aclcap.capture.trace import located
 
+        mechanism = report.mechanism = step.backend.mechanism
         report.rows = failed_rows(sizes, mechanism, [located(exc, step.spec.path)])
         return report
     finally:
         trace.recompiles = log.compiles
         report.backend = step.backend.summary()
         clock.lap("capture", step.backend.phases_s)
+    # A backend may capture with another mechanism than it planned (aoti -> inductor where
+    # torch.export fails): the rows say which one ran.
+    mechanism = report.mechanism = step.backend.mechanism
     by_size = report.captured = {c.size: c for c in captured}
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")
         report.rows.append(_replay_row(step, by_size[size], mechanism, host))
     report.host_constants = host.constants() if host else {}
+    report.draw_state = state_names(captured[0].static_inputs)
     if key and not hit and (index_key := getattr(step.backend, "index_key", None)):
         trace_cache.store(key, trace, index_key)
     if pad:

@@ -53,6 +53,9 @@ MaxAutotuneOpt = Annotated[bool, typer.Option(
     help="cpu: compile AOTI with max_autotune and freezing.")]
 PerRankOpt = Annotated[bool, typer.Option(
     "--per-rank", rich_help_panel=RANKS, help="Print every rank's rows, not the worst's.")]
+CpuMechanismOpt = Annotated[str, typer.Option(
+    "--cpu-mechanism", metavar="auto|aoti|inductor", rich_help_panel=GRAPH,
+    help="cpu: aoti, inductor, or auto (aoti; inductor where export fails).")]
 GraphModeOpt = Annotated[str, typer.Option(
     "--graph-mode", metavar="MODE", rich_help_panel=GRAPH,
     help="full (a graph per size) or piecewise (split at ops; cpu).")]

@@ -13,6 +13,7 @@ from aclcap.cli._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, handle_er
 from aclcap.cli._options import (
     GRAPH,
     OUTPUT,
+    CpuMechanismOpt,
     DeviceOpt,
     DtypeOpt,
     JsonOpt,
@@ -69,6 +70,7 @@ def bench(
         help="full, piecewise, or both (full,piecewise).")] = "full",
     split_ops: SplitOpsOpt = None,
     max_autotune: MaxAutotuneOpt = False,
+    cpu_mechanism: CpuMechanismOpt = "auto",
     nproc: NprocOpt = None,
     oversubscribe: OversubscribeOpt = False,
     timeout: TimeoutOpt = 120.0,
@@ -113,7 +115,7 @@ def bench(
     check_dtype_name(dtype)
     chosen = parse_modes(modes)
     from aclcap.errors import UsageError
-    from aclcap.graph.options import parse_graph_mode
+    from aclcap.graph.options import parse_cpu_mechanism, parse_graph_mode
 
     check_graph_mode(graph_mode, several=True)
     graph_modes, splits = parse_graph_mode(graph_mode, split_ops, several=True)
@@ -131,7 +133,8 @@ def bench(
         from aclcap.bench.run import default_model
 
         check_split_ops(model or default_model(), splits)  # needs the model's op libraries
-    options = BenchOptions(
+    options = BenchOptions(cpu_mechanism=parse_cpu_mechanism(cpu_mechanism),
+
         model=str(model) if model else None, shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,
         port=port, modes=chosen, rounds=rounds, pad=pad, profile=profile,

@@ -13,6 +13,7 @@ from aclcap.cli._options import (
     CHECKS,
     GRAPH,
     OUTPUT,
+    CpuMechanismOpt,
     DeviceOpt,
     DtypeOpt,
     GraphModeOpt,
@@ -35,7 +36,7 @@ from aclcap.cli._options import (
     stepper,
 )
 from aclcap.errors import UsageError
-from aclcap.graph.options import parse_graph_mode
+from aclcap.graph.options import parse_cpu_mechanism, parse_graph_mode
 
 PLAN = "Size planning (--plan-sizes)"
 
@@ -65,6 +66,7 @@ def capture(
         "--compile-backend", metavar="NAME", rich_help_panel=GRAPH,
         help="torch.compile backend: a name or module:function.")] = None,
     max_autotune: MaxAutotuneOpt = False,
+    cpu_mechanism: CpuMechanismOpt = "auto",
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", rich_help_panel=GRAPH,
         help="cpu: trace and compile afresh, not from the caches.")] = False,
@@ -147,7 +149,8 @@ def capture(
     check_split_ops(model, splits)  # needs the model's op libraries loaded
     from aclcap.capture.run import run_capture
 
-    options = CaptureOptions(
+    options = CaptureOptions(cpu_mechanism=parse_cpu_mechanism(cpu_mechanism),
+
         model=str(model), shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, compile_backend=compile_backend, max_autotune=max_autotune,
         use_cache=not no_cache, nproc=nproc, timeout=timeout, port=port, fullgraph=fullgraph,

@@ -31,6 +31,7 @@ class StepOptions:
     port: int = 0  # --nproc: the TCPStore's port (0: any free one)
     graph_mode: str = "full"  # full: one graph per size; piecewise: split at splitting ops
     split_ops: tuple[str, ...] | None = None  # --split-ops; None: the model's SPLITTING_OPS
+    cpu_mechanism: str = "auto"  # auto: aoti, inductor where torch.export fails
 
     # Every field is either keyed (it changes the artifact's code: cache_factors() reads it)
     # or ignored, with the reason. A test fails on a field in neither, so a new option has
@@ -49,6 +50,7 @@ class StepOptions:
         "port": "where the ranks meet, not what they compile",
         "graph_mode": "piecewise artifacts are keyed on each piece's own exported program",
         "split_ops": "they change the pieces, whose exported programs are keyed",
+        "cpu_mechanism": "an inductor capture writes no artifact: Inductor keys its own",
     }
 
     def inductor_configs(self) -> dict[str, Any]:
@@ -62,6 +64,17 @@ class StepOptions:
 
 
 GRAPH_MODES = ("full", "piecewise")
+CPU_MECHANISMS = ("auto", "aoti", "inductor")
+
+
+def parse_cpu_mechanism(name: str) -> str:
+    """`--cpu-mechanism`, checked before torch is imported."""
+    from aclcap.errors import UsageError
+
+    if name not in CPU_MECHANISMS:
+        raise UsageError(f"--cpu-mechanism {name}: choose auto (aoti, and inductor where "
+                         "torch.export cannot take the step), aoti or inductor")
+    return name
 
 
 def parse_graph_mode(mode: str, split_ops: str | None, several: bool = False

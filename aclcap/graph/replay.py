@@ -15,7 +15,7 @@ from aclcap.draw_state import restore
 from aclcap.graph.accuracy import LogprobResult, logprob_check
 from aclcap.graph.backends.base import Captured
 from aclcap.graph.compare import Comparison, compare
-from aclcap.graph.padding import cut_outputs, pad_to, unpad
+from aclcap.graph.padding import cut_outputs, unpad
 from aclcap.graph.step import StepContext
 from aclcap.host_values import input_names
 from aclcap.size_dims import size_from
@@ -101,7 +101,8 @@ def replay_check(step: StepContext, cap: Captured, args: tuple, logits: bool = F
     def replay(got_args: tuple) -> tuple[Any, tuple]:
         if size == cap.size:
             return cap.replay(got_args), got_args
-        padded = pad_to(got_args, step.dims, size, cap.size)
+        padded = step.pad(got_args, size, cap.size)
+        restore(padded)  # a forward context pad_inputs set for the padded step
         return cut_outputs(cap.replay(padded), size, cap.size), unpad(padded, step.dims, size)
 
     result, want_out, got_out = against_eager(step, args, replay)

@@ -51,6 +51,9 @@ def backend_for(device: str, options: StepOptions) -> Backend:
     `options.max_autotune` tunes the cpu artifact; a device graph captures what the compile
     backend makes, so there it is a --compile-backend choice."""
     compile_backend = options.compile_backend
+    if options.cpu_mechanism != "auto" and device != "cpu":
+        raise UsageError(f"--cpu-mechanism chooses how a cpu step is compiled; on {device} "
+                         "the step is captured as a device graph: leave it out")
     if options.max_autotune and device != "cpu":
         raise UsageError(f"--max-autotune tunes the cpu backend's AOTI artifact; on {device} "
                          "choose the compile backend with --compile-backend instead")
@@ -63,6 +66,10 @@ def backend_for(device: str, options: StepOptions) -> Backend:
         from aclcap.graph.piecewise.backend import PiecewiseAotiBackend
 
         return PiecewiseAotiBackend(options)
+    if device == "cpu" and options.cpu_mechanism == "inductor":
+        from aclcap.graph.backends.inductor import InductorBackend
+
+        return InductorBackend(options)
     if device == "cpu":
         from aclcap.graph.backends.aoti import AotiBackend
 

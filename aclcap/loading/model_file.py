@@ -30,6 +30,9 @@ class ModelSpec:
     logits: bool = False  # LOGITS = True: output 0 is [tokens, vocab] logits
     replicated_outputs: list[int] = field(default_factory=list)  # --nproc: equal on all ranks
     splitting_ops: list[str] = field(default_factory=list)  # piecewise: SPLITTING_OPS
+    # pad_inputs(inputs, size, padded_size): how --pad pads a draw; None: aclcap repeats the
+    # last token (graph/padding.py)
+    pad_inputs: Callable[..., Any] | None = None
 
     @property
     def name(self) -> str:
@@ -109,10 +112,14 @@ def load_model_file(path: str | Path) -> ModelSpec:
                                                          for o in splitting)):
         raise UsageError(f"model file {path}: SPLITTING_OPS must be a list of op names, "
                          'e.g. ["ns::attention"]')
+    pad_inputs = getattr(module, "pad_inputs", None)
+    if pad_inputs is not None and not callable(pad_inputs):
+        raise UsageError(f"model file {path}: pad_inputs must be a function "
+                         "(inputs, size, padded_size) -> inputs")
     return ModelSpec(path, module.build_model, module.make_inputs, tolerance, libs,
                      sorted(set(shapes)), hashlib.sha256(source).hexdigest(),
                      bool(getattr(module, "LOGITS", False)), list(replicated),
-                     list(splitting))
+                     list(splitting), pad_inputs)
 
 
 def instantiate_model(spec: ModelSpec, device: Any, dtype: Any) -> Any:
@@ -136,29 +143,49 @@ def make_step_inputs(spec: ModelSpec, size: int, device: Any, dtype: Any) -> tup
     floats, bools and lists of them: aclcap/host_values.py)."""
     import torch
 
-    from aclcap.draw_state import changes, remember, snapshot
+    from aclcap.draw_state import drawn
     from aclcap.host_values import is_host_value
 
-    namespace = getattr(spec.make_inputs, "__globals__", {})
-    before = snapshot(namespace)
-    try:
-        result = spec.make_inputs(size, torch.device(device), dtype)
-    except Exception as exc:
-        raise UsageError(f"model file {spec.path}: make_inputs({size}) raised "
-                         f"{last_line(exc)}") from exc
-    if isinstance(result, torch.Tensor):
-        result = (result,)
-    if not isinstance(result, (tuple, list)):
-        raise UsageError(f"model file {spec.path}: make_inputs must return a tuple of tensors "
-                         f"and host values, got {type(result).__name__}")
-    for index, value in enumerate(result):
-        if not (isinstance(value, torch.Tensor) or is_host_value(value)):
-            raise UsageError(f"model file {spec.path}: make_inputs({size}) element {index} is "
-                             f"a {type(value).__name__}: return tensors, or host values (int, "
-                             "float, bool, or a flat list of them)")
-    draw = tuple(result)
-    remember(draw, changes(namespace, before))  # a forward context: restored per run
-    return draw
+    def draw() -> tuple:
+        try:
+            result = spec.make_inputs(size, torch.device(device), dtype)
+        except Exception as exc:
+            raise UsageError(f"model file {spec.path}: make_inputs({size}) raised "
+                             f"{last_line(exc)}") from exc
+        if isinstance(result, torch.Tensor):
+            result = (result,)
+        if not isinstance(result, (tuple, list)):
+            raise UsageError(f"model file {spec.path}: make_inputs must return a tuple of "
+                             f"tensors and host values, got {type(result).__name__}")
+        for index, value in enumerate(result):
+            if not (isinstance(value, torch.Tensor) or is_host_value(value)):
+                raise UsageError(f"model file {spec.path}: make_inputs({size}) element "
+                                 f"{index} is a {type(value).__name__}: return tensors, or "
+                                 "host values (int, float, bool, or a flat list of them)")
+        return tuple(result)
+
+    # A forward context make_inputs sets is kept with the draw and restored per run.
+    return drawn(draw, getattr(spec.make_inputs, "__globals__", {}))
+
+
+def pad_step_inputs(spec: ModelSpec, args: tuple, size: int, target: int) -> tuple:
+    """The model file's pad_inputs(args, size, target), which pads what aclcap cannot see
+    (vLLM's attention metadata in its forward context), its state kept with the padded
+    draw; a one-line error where it fails or returns something else."""
+    from aclcap.draw_state import drawn
+
+    def pad() -> tuple:
+        try:
+            padded = spec.pad_inputs(args, size, target)
+        except Exception as exc:
+            raise UsageError(f"model file {spec.path}: pad_inputs(inputs, {size}, {target}) "
+                             f"raised {last_line(exc)}") from exc
+        if not isinstance(padded, (tuple, list)) or len(padded) != len(args):
+            raise UsageError(f"model file {spec.path}: pad_inputs must return as many inputs "
+                             f"as it was given ({len(args)})")
+        return tuple(padded)
+
+    return drawn(pad, getattr(spec.pad_inputs, "__globals__", {}))
 
 
 PROBE_SIZES = (3, 4, 5)

@@ -33,6 +33,12 @@ def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[Re
     parts: list[RenderableType] = [capture_table(result, per_rank, width)]
     parts += [line(f"[yellow]warning:[/] {escape(text)}") for text in warning_lines(result)]
     parts += [plain(text) for text in host_value_lines(result)]
+    if result.draw_state:
+        parts.append(plain(
+            f"state set by make_inputs outside its inputs: {', '.join(result.draw_state)}: "
+            "ops that read it (a forward context) read it live at every cpu replay; a device "
+            "graph freezes what they read of it unless it is kept in persistent buffers "
+            "refilled before each replay, as vLLM's runner keeps its metadata"))
     parts.append(line(mechanism_line(result)))
     parts += [plain(text) for text in piecewise_lines(result)]
     if text := totals_line(result):
@@ -58,7 +64,7 @@ def to_document(result: CaptureReport) -> dict:
                     totals=result.totals(), phases_s=result.phases_s,
                     frozen_values=[f.to_dict() for f in result.frozen_values()],
                     host_reads=result.host_reads, host_constants=result.host_constants,
-                    trace_cache=result.trace_cache)
+                    draw_state=result.draw_state, trace_cache=result.trace_cache)
 
 
 def capture_table(result: CaptureReport, per_rank: bool, width: int) -> RenderableType:
@@ -188,13 +194,20 @@ def phases_line(result: CaptureReport) -> str:
 def mechanism_line(result: CaptureReport) -> str:
     """Which mechanism ran, said in words (the brief: output must always say so)."""
     facts = result.backend
-    if result.mechanism == "aoti-piecewise":
+    if result.mechanism.endswith("-piecewise"):
         built = "not built" if facts.artifact_bytes is None else \
             f"{(facts.artifact_bytes or 0) / 2**20:.1f} MiB of artifacts, " + \
             ("cache hit" if facts.cache_hit else "compiled")
-        return ("mechanism: aoti-piecewise (the step split at its splitting ops; each graph "
-                "piece an AOTInductor artifact with the size dim dynamic, replayed per size over "
-                f"static buffers; the splitting ops run eagerly between): {built}")
+        by_inductor = [a for a in (getattr(facts, "piecewise", None) or {}).get("artifacts", [])
+                       if a.get("compiler") == "inductor"]
+        each = {"aoti-piecewise": "an AOTInductor artifact",
+                "inductor-piecewise": "compiled by Inductor (torch.export cannot take it)",
+                }.get(result.mechanism, "an AOTInductor artifact, or compiled by Inductor "
+                                        "where torch.export cannot take it")
+        why = "".join(f"; piece {a['piece']} by Inductor: {a['why']}" for a in by_inductor[:2])
+        return (f"mechanism: {result.mechanism} (the step split at its splitting ops; each "
+                f"graph piece {each}, with the size dim dynamic, replayed per size over "
+                f"static buffers; the splitting ops run eagerly between): {built}{why}")
     if result.mechanism == "aoti":
         if facts.artifact is None:
             return "mechanism: aoti (AOTInductor, one artifact for all sizes): not built"
@@ -214,6 +227,12 @@ def mechanism_line(result: CaptureReport) -> str:
                     f"{cache}")
         return (f"mechanism: aoti (AOTInductor, one artifact for all sizes; no device graphs "
                 f"exist on a CPU): {short_paths(facts.artifact)}, {mib:.1f} MiB, {cache}")
+    if result.mechanism == "inductor":
+        why = f"torch.export could not take the step; {facts.export_failed}" \
+            if facts.export_failed else "chosen by --cpu-mechanism inductor"
+        return ("mechanism: inductor (Dynamo's graph compiled by Inductor, as vLLM's graph "
+                "mode compiles it, one compile for all sizes; no device graphs exist on a "
+                f"CPU), {facts.compiles} compile(s) in {facts.compile_s or 0:.1f} s: {why}")
     api = facts.graph_api or "device graph"
     return (f"mechanism: {result.mechanism} via {api}, step compiled with "
             f"torch.compile(backend={facts.compile_backend!r}), one shared pool")

@@ -129,9 +129,41 @@ def program_key(exported: torch.export.ExportedProgram,
     return h.hexdigest()[:20]
 
 
-def _export_advice(exc: CaptureError, log: CompileLog | None, model_file: Path) -> str:
+_LIFTED = re.compile(r"fake tensor in the exported program constant's list.*?model "
+                     r"attribute:\s*([\w.]+)\.lifted_tensor_\d+", re.S)
+
+
+def _lifted_source(model: torch.nn.Module, path: str) -> str:
+    """Where the module at `path` (a lifted tensor's owner) reaches a tensor through `.data`:
+    its class and the line, found in its class's source."""
+    import inspect
+
+    try:
+        owner = model.get_submodule(path.removeprefix("model.")) \
+            if path.startswith("model.") and not hasattr(model, "model") else \
+            model.get_submodule(path)
+    except AttributeError:
+        return f"`{path}`"
+    for cls in type(owner).__mro__:
+        try:
+            lines, start = inspect.getsourcelines(cls)
+        except (OSError, TypeError):
+            continue
+        for i, line in enumerate(lines):
+            if ".data" in line and not line.lstrip().startswith("#"):
+                return (f"`{path}` ({cls.__name__}) at {Path(inspect.getfile(cls)).name}:"
+                        f"{start + i} (`{line.strip()}`)")
+    return f"`{path}` ({type(owner).__name__})"
+
+
+def _export_advice(exc: CaptureError, log: CompileLog | None, model_file: Path,
+                   model: torch.nn.Module | None = None) -> str:
     """The export failure with the advice its kind needs: a branch on a tensor's values
-    needs torch.cond or to leave the step; a branch on the size can be captured by ranges."""
+    needs torch.cond or to leave the step; a branch on the size can be captured by ranges;
+    a tensor reached around the module's state (`self.weight.data`) is named with its line."""
+    if model is not None and (lifted := _LIFTED.search(str(exc))):
+        return (f"torch.export cannot lift a tensor the step reaches through `.data` or "
+                f"creates while tracing: {_lifted_source(model, lifted.group(1))}")
     if value_dependent(exc):
         site = re.search(r"([^\s(/]+\.py):(\d+) in ", str(exc.__cause__ or exc))
         where = f" at {model_file.name}:{site.group(2)}" if site and \
@@ -147,6 +179,20 @@ def _export_advice(exc: CaptureError, log: CompileLog | None, model_file: Path) 
         if guards and guards[0].file else ""
     return (f"{exc}{where}: make the branch a torch.cond, or capture the sizes on each side in "
             "separate runs")
+
+
+def process_local(exported: torch.export.ExportedProgram) -> list[str]:
+    """Tensors the program bakes in that hold a pointer of this process: an integer
+    constant that is no parameter or buffer (an op made it at load time: vLLM's oneDNN
+    handles, a raw address in an int64 0-d tensor) with a value past 2**32, where user-space
+    addresses lie. Baked into an artifact, another process would call through it."""
+    return [name for name, value in exported.constants.items()
+            if isinstance(value, torch.Tensor) and value.dtype in (torch.int64, torch.uint64)
+            and 0 < value.numel() <= 16 and int(value.abs().max()) >= 2**32]
+
+
+class ExportFailed(CaptureError):
+    """torch.export could not take the step (the message has the advice for its cause)."""
 
 
 class AotiBackend:
@@ -168,10 +214,32 @@ class AotiBackend:
         # trace cache), else set by the capture that wrote or read the index; None where
         # the artifacts are not indexed.
         self.index_key: str | None = None
+        self.instead: Any = None  # the InductorBackend that captured where export failed
 
     def summary(self) -> BackendSummary:
+        if self.instead is not None:
+            return self.instead.summary()
         return replace(self.facts, compile_backend=str(self.compile_backend),
                        inductor_configs=self.options.inductor_configs())
+
+    def _inductor_instead(self, step: StepContext, sizes: list[int],
+                          on_size: Callable[[int], None] | None, why: ExportFailed
+                          ) -> list[Captured]:
+        """Where torch.export fails on a step Dynamo traced whole (the trace came first),
+        compile Dynamo's graph with Inductor instead, as vLLM does, and say why."""
+        from aclcap.graph.backends.inductor import InductorBackend
+
+        self.instead = InductorBackend(self.options)
+        self.mechanism = self.instead.mechanism
+        export_s = self.phases_s.get("export")
+        try:
+            captured = self.instead.capture(step, sizes, on_size)
+        except CaptureError as exc:
+            raise CaptureError(f"{why}; compiled by Inductor instead: {exc}") from exc
+        self.instead.facts.export_failed = str(why)
+        self.phases_s = {**({"export": export_s} if export_s is not None else {}),
+                         **self.instead.phases_s}
+        return captured
 
     def artifact(self, exported: torch.export.ExportedProgram, spec: ModelSpec
                  ) -> tuple[Any, Path, dict[str, Any]]:
@@ -273,16 +341,24 @@ class AotiBackend:
             try:
                 ranges = export_ranges(step.model, step.inputs, step.dims, sizes, step.hosts)
             except CaptureError as exc:
-                raise CaptureError(_export_advice(exc, log, step.spec.path)) from exc
+                raise ExportFailed(_export_advice(exc, log, step.spec.path, step.model)) from exc
             self.phases_s["export"] = round(time.perf_counter() - start, 3)
             loaded = []
             for size_range in ranges:
                 runner, artifact, facts = self.artifact(size_range.program, step.spec)
                 artifacts.append(_range_facts(size_range, sizes, facts))
                 loaded.append((size_range, runner, artifact))
+            local = [name for r in ranges for name in process_local(r.program)]
+            if local:  # keyed on their values: another process's artifact never matches
+                artifacts[0]["cache_note"] = (
+                    f"{', '.join(sorted(set(local))[:3])} hold(s) a pointer this process made "
+                    "(a handle an op made at load time): the artifact is keyed on it and "
+                    "never reused by another process")
             # An artifact holding another program's weights is no entry for this trace:
-            # loading it from the index would skip loading this program's weights in.
-            if index is not None and not any(a.get("weights_loaded") for a in artifacts):
+            # loading it from the index would skip loading this program's weights in. Nor is
+            # one holding a process's pointer: the index would hand it to the next process.
+            if index is not None and not local and \
+                    not any(a.get("weights_loaded") for a in artifacts):
                 write_index(index, [(r, artifact) for r, _, artifact in loaded])
             elif index is not None:
                 index = None  # not indexed: no later run finds these artifacts by it
@@ -330,7 +406,13 @@ class AotiBackend:
             if on_size:
                 on_size(size)
             if not loaded:  # compile (or find in the cache) while the first size is shown
-                loaded = self._load(step, sizes, log)
+                try:
+                    loaded = self._load(step, sizes, log)
+                except ExportFailed as exc:
+                    # a branch on a tensor's values fails Inductor's fullgraph trace too
+                    if self.options.cpu_mechanism == "aoti" or value_dependent(exc):
+                        raise
+                    return self._inductor_instead(step, sizes, on_size, exc)
             size_range, runner, artifact = next(item for item in loaded
                                                 if item[0].covers(size))
             static = step.inputs(size)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from aclcap.loading.model_file import ModelSpec, make_step_inputs
+from aclcap.graph.padding import pad_to
+from aclcap.loading.model_file import ModelSpec, make_step_inputs, pad_step_inputs
 
 if TYPE_CHECKING:
     from aclcap.graph.compiles import CompileLog
@@ -36,6 +37,13 @@ class StepContext:
     def inputs(self, size: int) -> tuple:
         """Fresh inputs of one step at `size`."""
         return make_step_inputs(self.spec, size, self.device, self.dtype)
+
+    def pad(self, args: tuple, size: int, target: int) -> tuple:
+        """`args` padded from `size` tokens up to `target`: by the model file's pad_inputs
+        where it has one, else by repeating the last token (graph/padding.py)."""
+        if self.spec.pad_inputs is not None:
+            return pad_step_inputs(self.spec, args, size, target)
+        return pad_to(args, self.dims, size, target)
 
 
 @dataclass
@@ -72,6 +80,7 @@ class BackendSummary:
     cache_note: str | None = None  # aoti: a cached artifact that had to be rebuilt
     guard: str | None = None  # aoti: the size guard that split the ranges
     capture_order: list[int] | None = None  # sizes as captured (largest first)
+    export_failed: str | None = None  # inductor: why torch.export could not take the step
     ranks: int | None = None  # --nproc
     collectives: list[dict[str, list[dict]]] | None = None  # --nproc: each rank's
 

@@ -3,10 +3,15 @@ the splitting ops; each graph piece becomes an AOTInductor artifact with its siz
 dynamic (cached like the full step's, keyed on the piece's exported program) and is
 captured per size over static buffers; the splitting ops run eagerly between the pieces.
 
-Dynamo's guards are dropped (`guard_filter_fn`), as vLLM drops them: the step is traced
-once, at the largest size, and every size reuses it, so size 1 does not recompile and no
-piece is compiled twice. A step that branches on its size is therefore replayed on the
-branch of the traced size, and replay == eager is what catches it."""
+Dynamo's guards on the step's own frame are dropped (`guard_filter_fn`), as vLLM drops
+them: the step is traced once, at the largest size, and every size reuses it, so size 1
+does not recompile and no piece is compiled twice. A step that branches on its size is
+therefore replayed on the branch of the traced size, and replay == eager is what catches
+it. Frames compiled after a graph break keep their guards (one code object may serve many
+callers); one that recompiles at a later size is captured again at every size.
+
+A piece that takes what export cannot (vLLM's opaque `LayerName`), or that export fails
+on, is compiled by Inductor instead, as vLLM compiles its pieces (`_inductor_piece`)."""
 
 from __future__ import annotations
 
@@ -19,11 +24,12 @@ from typing import Any
 import torch
 from torch.export import Dim
 
-from aclcap._compat import frame_compiler
+from aclcap._compat import compiling_frame, frame_compiler, inductor_compiler
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.aoti import AotiBackend
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.compiles import CompileLog, mark_size_dims
+from aclcap.graph.export import is_size_guard
 from aclcap.graph.options import StepOptions
 from aclcap.graph.piecewise.layout import program_inputs, same_layout
 from aclcap.graph.piecewise.pieces import (
@@ -44,10 +50,21 @@ class PiecewiseSummary(BackendSummary):
 
 
 def _guards_kept(hosted: frozenset[str]) -> Callable[[list], list[bool]]:
-    """Dynamo's guards dropped, but for the length of a host list input (`seq_lens`, one per
-    token): the traced code unpacks it item by item, so each length compiles its own."""
+    """The step's own frame (the first one compiled: its forward) runs without
+    Dynamo's guards, as vLLM runs its one graph, but for the length of a host list input
+    (`seq_lens`, one per token): the traced code unpacks it item by item, so each length
+    compiles its own. Every other frame (a frame resumed after a graph break, a library
+    wrapper such as transformers' deprecation decorator, whose one code object serves many
+    callers) keeps its guards: without them, its first caller's compile ran for every later
+    caller and every size (issue 50: jetmoe's `KeyError: 'input_ids'`)."""
+    top: list[int | None] = []
 
     def keep(entries: list) -> list[bool]:
+        frame = compiling_frame()
+        if not top:  # the step's forward is the first frame entered, so compiled first
+            top.append(frame)
+        if frame != top[0]:
+            return [True] * len(entries)
         return [e.name in hosted and e.guard_type.endswith("LENGTH") for e in entries]
 
     return keep
@@ -101,6 +118,62 @@ def _dynamic_shapes(gm: torch.fx.GraphModule) -> tuple:
     varargs = any(p.kind is p.VAR_POSITIONAL
                   for p in inspect.signature(gm.forward).parameters.values())
     return (tuple(shapes),) if varargs else tuple(shapes)
+
+
+def _inductor_piece(piece: Piece, gm: torch.fx.GraphModule) -> CompiledPiece:
+    """A piece that takes a value export cannot (vLLM's opaque `LayerName`, which AOTI's
+    extern kernels refuse), compiled by Inductor as vLLM compiles its pieces: on Dynamo's
+    example values (symbolic sizes, so one compile serves every size), called with every
+    input live."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    examples = [n.meta.get("example_value") for n in placeholders]
+    rebuild = _sizes_as_ints(gm)
+    try:
+        fn = inductor_compiler({})(gm, examples)
+    except Exception as exc:
+        raise CaptureError(f"piecewise: Inductor could not compile piece {piece.index}: "
+                           f"{first_line(exc)}") from exc
+    def run(inputs: list) -> list:
+        out = fn(*inputs)  # compile_fx's function takes the inputs as arguments
+        return rebuild(list(out) if isinstance(out, (tuple, list)) else [out])
+
+    return CompiledPiece(run, [e for e in examples if isinstance(e, torch.Tensor)],
+                         takes_all=True)
+
+
+def _sizes_as_ints(gm: torch.fx.GraphModule) -> Callable[[list], list]:
+    """Inductor compiles no graph that returns a `torch.Size` (a piece hands the next one a
+    shape it read, as Qwen3's q/k norms do): each such output becomes its dims, and the
+    returned function puts the sizes back together after a run."""
+    import operator
+
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    items = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+    spans: list[int | None] = []  # per output: the number of dims of a Size, else None
+    flat: list[Any] = []
+    for item in items:
+        value = item.meta.get("example_value") if isinstance(item, torch.fx.Node) else None
+        if isinstance(value, torch.Size):
+            with gm.graph.inserting_before(out):
+                flat += [gm.graph.call_function(operator.getitem, (item, d))
+                         for d in range(len(value))]
+            spans.append(len(value))
+        else:
+            flat.append(item)
+            spans.append(None)
+    if all(span is None for span in spans):
+        return lambda outputs: outputs
+    out.args = (tuple(flat),)
+    gm.recompile()
+
+    def rebuild(outputs: list) -> list:
+        given, back = iter(outputs), []
+        for span in spans:
+            back.append(next(given) if span is None else
+                        torch.Size([next(given) for _ in range(span)]))
+        return back
+
+    return rebuild
 
 
 def _freeze_host_floats(gm: torch.fx.GraphModule, args: tuple) -> None:
@@ -177,15 +250,38 @@ class PiecewiseAotiBackend:
         layouts (the artifact assumes them), and compile (or load) its artifact."""
         assert self._step is not None
         t0 = time.perf_counter()
-        _freeze_host_floats(gm, args)
-        try:
-            with torch.no_grad():
-                exported = torch.export.export(
-                    gm, tuple(same_layout(a) if isinstance(a, torch.Tensor) else a
-                              for a in args), dynamic_shapes=_dynamic_shapes(gm))
-        except Exception as exc:
-            raise CaptureError(f"piecewise: torch.export of piece {piece.index} failed: "
-                               f"{first_line(exc)}") from exc
+        opaque = [type(a).__name__ for a in args
+                  if not isinstance(a, (torch.Tensor, int, float, bool))]
+        exported, why = None, f"it takes an opaque value ({', '.join(opaque)})"
+        mechanism = self.options.cpu_mechanism
+        if opaque and mechanism == "aoti":
+            raise CaptureError(f"piecewise: piece {piece.index} takes an opaque value "
+                               f"({', '.join(opaque)}), which an AOTI artifact cannot carry: "
+                               "--cpu-mechanism auto compiles such a piece with Inductor")
+        if mechanism == "inductor":
+            why = "--cpu-mechanism inductor"
+        elif not opaque:
+            _freeze_host_floats(gm, args)
+            try:
+                with torch.no_grad():
+                    exported = torch.export.export(
+                        gm, tuple(same_layout(a) if isinstance(a, torch.Tensor) else a
+                                  for a in args), dynamic_shapes=_dynamic_shapes(gm))
+            except Exception as exc:
+                # A piece whose graph specializes its size cannot be compiled once for all
+                # sizes by Inductor either: nothing checks a piece's guards at replay, so
+                # it would run at sizes it was not built for.
+                if mechanism == "aoti" or is_size_guard(exc):
+                    raise CaptureError(f"piecewise: torch.export of piece {piece.index} "
+                                       f"failed: {first_line(exc)}") from exc
+                why = f"torch.export failed: {first_line(exc)}"
+        if exported is None:  # compiled by Inductor instead, as vLLM compiles its pieces
+            compiled = _inductor_piece(piece, gm)
+            self.artifacts.append({"piece": piece.index, "compiler": "inductor",
+                                   "why": why, "artifact_bytes": 0, "cache_hit": False})
+            self.phases_s["compile_or_load"] = round(
+                self.phases_s.get("compile_or_load", 0.0) + time.perf_counter() - t0, 3)
+            return compiled
         runner, _, facts = self.aoti.artifact(exported, self._step.spec)
         self.artifacts.append({"piece": piece.index, **facts})
         self.phases_s["compile_or_load"] = round(
@@ -210,30 +306,45 @@ class PiecewiseAotiBackend:
         compiled = torch.compile(step.model, backend=log.backend, options={
             "guard_filter_fn": _guards_kept(frozenset(names[i] for i in step.hosts))})
         order = sorted(sizes, reverse=True)
-        captured = []
-        for size in order:
-            if on_size:
-                on_size(size)
-            static = mark_size_dims(step.inputs(size), step.dims, size)
-            self._capturing = size
-            for piece in self.pieces:
-                piece.capturing = size
-            try:
-                with torch.no_grad():
-                    log.call(compiled, size, static)
-            finally:
-                self._capturing = None
-                for piece in self.pieces:
-                    piece.capturing = None
-            graphs = [p.by_size[size] for p in self.pieces if size in p.by_size]
-            captured.append(Captured(size, sum(g.capture_us for g in graphs),
-                                     sum(g.memory_bytes for g in graphs),
-                                     _replayer(compiled), static, static))
+        captured = [self._capture_at(order[0], compiled, log, on_size)]
+        first = len(self.pieces)
+        captured += [self._capture_at(size, compiled, log, on_size) for size in order[1:]]
+        if len(self.pieces) > first:
+            # A frame compiled after a graph break was recompiled at a later size (Dynamo's
+            # automatic dynamic): its new, dynamic compile now serves the earlier sizes too,
+            # which its pieces never captured. One more pass captures them there.
+            captured = [self._capture_at(size, compiled, log, on_size) for size in order]
+        compilers = {a.get("compiler", "aoti") for a in self.artifacts}
+        self.mechanism = {frozenset({"inductor"}): "inductor-piecewise",
+                          frozenset({"aoti", "inductor"}): "aoti+inductor-piecewise"
+                          }.get(frozenset(compilers), MECHANISM)
         self.facts = PiecewiseSummary(capture_order=order, piecewise=self._facts(order),
                                       artifact_bytes=sum(a["artifact_bytes"]
                                                          for a in self.artifacts),
                                       cache_hit=all(a["cache_hit"] for a in self.artifacts))
         return captured
+
+    def _capture_at(self, size: int, compiled: Callable, log: CompileLog,
+                    on_size: Callable[[int], None] | None) -> Captured:
+        """Run the step once at `size` with every graph piece capturing."""
+        if on_size:
+            on_size(size)
+        assert self._step is not None
+        static = mark_size_dims(self._step.inputs(size), self._step.dims, size)
+        self._capturing = size
+        for piece in self.pieces:
+            piece.capturing = size
+        try:
+            with torch.no_grad():
+                log.call(compiled, size, static)
+        finally:
+            self._capturing = None
+            for piece in self.pieces:
+                piece.capturing = None
+        graphs = [p.by_size[size] for p in self.pieces if size in p.by_size]
+        return Captured(size, sum(g.capture_us for g in graphs),
+                        sum(g.memory_bytes for g in graphs), _replayer(compiled), static,
+                        static)
 
     def _facts(self, order: list[int]) -> dict[str, Any]:
         """Pieces, the ops the step was split on (with their lines), graphs per size and

@@ -26,10 +26,13 @@ from aclcap.graph.piecewise.split import Piece, node_site, splits_on
 @dataclass
 class CompiledPiece:
     """A piece's artifact: `run` on a flat list of tensors, and the fake values of its
-    inputs as exported, whose strides the artifact assumes (`layout.py`)."""
+    inputs as exported, whose strides the artifact assumes (`layout.py`). `takes_all`: an
+    Inductor-compiled piece, whose `run` takes every input in order, its host and opaque
+    values too (vLLM's `LayerName`), live at each call."""
 
     run: Callable[[list], list]
     inputs: list[torch.Tensor]
+    takes_all: bool = False
 
 
 # Compiles a piece on its first inputs.
@@ -109,14 +112,12 @@ class GraphPiece(torch.nn.Module):
         self.by_size: dict[int, PieceGraph] = {}  # what each capture size captured
         self.capturing: int | None = None  # the size being captured; None: replay only
         self.weights: set[int] = set()  # data pointers of the model's parameters and buffers
+        self.args: tuple = ()  # this call's inputs
         out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
         self.single = not isinstance(out, (tuple, list))
 
     def forward(self, *args: Any) -> Any:
-        if any(not isinstance(a, (torch.Tensor, int, float, bool)) for a in args):
-            raise CaptureError(f"piecewise: piece {self.piece.index} takes an input that is "
-                               f"neither a tensor nor a host value "
-                               f"({[type(a).__name__ for a in args]})")
+        self.args = args  # the non-tensor values an Inductor-compiled piece takes live
         # A host value (an int the step computed from its host inputs) is a constant of the
         # piece's artifact, frozen at its compile as a device graph freezes it: only the
         # tensors are the graph's inputs.
@@ -131,6 +132,15 @@ class GraphPiece(torch.nn.Module):
             self.graphs[key] = self.by_size[self.capturing] = graph
             return self._outputs(graph)
         return self._outputs(self._replay(graph, tensors))
+
+    def _inputs(self, tensors: list[torch.Tensor]) -> list:
+        """What the compiled piece runs on: the tensors alone (an AOTI artifact freezes its
+        host values), or every input with the tensors in place (an Inductor-compiled one)."""
+        assert self.compiled is not None
+        if not self.compiled.takes_all:
+            return list(tensors)
+        given = iter(tensors)
+        return [next(given) if isinstance(a, torch.Tensor) else a for a in self.args]
 
     def _outputs(self, graph: PieceGraph) -> Any:
         return graph.outputs[0] if self.single else tuple(graph.outputs)
@@ -153,7 +163,7 @@ class GraphPiece(torch.nn.Module):
         before = [s.clone() for s in statics]
         t0 = time.perf_counter()
         try:
-            outputs = list(self.compiled.run(statics))
+            outputs = list(self.compiled.run(self._inputs(statics)))
         except Exception as exc:  # e.g. a dim the export kept static, at another size
             raise CaptureError(f"piecewise: graph piece {self.piece.index} fails its first run "
                                f"at input shapes {[list(a.shape) for a in args]}: "
@@ -166,7 +176,8 @@ class GraphPiece(torch.nn.Module):
             if args[i].data_ptr() != statics[i].data_ptr():
                 args[i].copy_(statics[i])
         owned = [s for s, a in zip(statics, args, strict=True) if s is not a] + outputs
-        graph.memory_bytes = sum(t.untyped_storage().nbytes() for t in owned)
+        graph.memory_bytes = sum(t.untyped_storage().nbytes() for t in owned
+                                 if isinstance(t, torch.Tensor))
         return graph
 
     def _replay(self, graph: PieceGraph, args: tuple) -> PieceGraph:
@@ -174,8 +185,10 @@ class GraphPiece(torch.nn.Module):
             if self.refresh(source, arg, static):
                 static.copy_(arg)
         assert self.compiled is not None  # set by the capture that made `graph`
-        for static_out, out in zip(graph.outputs, self.compiled.run(graph.inputs), strict=True):
-            if out.data_ptr() != static_out.data_ptr():
+        for static_out, out in zip(graph.outputs, self.compiled.run(self._inputs(graph.inputs)),
+                                   strict=True):
+            # a shape a piece hands on (torch.Size) is the same at every replay of a size
+            if isinstance(out, torch.Tensor) and out.data_ptr() != static_out.data_ptr():
                 static_out.copy_(out)
         for i in graph.mutated:
             if args[i].data_ptr() != graph.inputs[i].data_ptr():
