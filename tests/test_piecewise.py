@@ -345,3 +345,15 @@ def test_a_vmapped_value_has_no_storage_and_is_no_view():
     seen = []
     torch.vmap(lambda t: seen.append(_storage(t)) or t)(torch.ones(3, 2))
     assert seen == [None] and _storage(torch.ones(2)) is not None
+
+
+def test_a_split_op_the_traced_graph_never_calls_is_bad_input_naming_what_it_calls():
+    """Issue 50: `--split-ops aten::scaled_dot_product_attention` was taken and split
+    nowhere, silently: Dynamo's graph holds torch functions, not aten ops."""
+    run = aclcap("capture", str(MODELS / "piecewise_host_float.py"), "--graph-mode",
+                 "piecewise", "--split-ops", "pwf::attend,aten::scaled_dot_product_attention",
+                 "--device", "cpu")
+    assert run.code == 2, run.stdout + run.stderr
+    said = " ".join(run.stderr.split())
+    assert "--split-ops aten::scaled_dot_product_attention: the traced step calls no such op" \
+        in said and "its graphs call pwf::attend, pwf::scale" in said

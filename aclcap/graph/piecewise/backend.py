@@ -25,7 +25,7 @@ import torch
 from torch.export import Dim
 
 from aclcap._compat import compiling_frame, frame_compiler, inductor_compiler
-from aclcap.errors import CaptureError, first_line
+from aclcap.errors import CaptureError, UsageError, first_line
 from aclcap.graph.backends.aoti import AotiBackend
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.compiles import CompileLog, mark_size_dims
@@ -38,7 +38,7 @@ from aclcap.graph.piecewise.pieces import (
     refresh_changed,
     splitting_ops_inside,
 )
-from aclcap.graph.piecewise.split import Piece, SplitStep, split_graph
+from aclcap.graph.piecewise.split import Piece, SplitStep, op_name, split_graph
 from aclcap.host_values import input_names
 
 MECHANISM = "aoti-piecewise"
@@ -213,6 +213,7 @@ class PiecewiseAotiBackend:
         self.compile_backend = self._split_backend  # what torch.compile is given
         self.phases_s: dict[str, float] = {}
         self.splits: list[SplitStep] = []
+        self.called: set[str] = set()  # the ops Dynamo's graphs call, by ns::name
         self.pieces: list[GraphPiece] = []
         self.artifacts: list[dict[str, Any]] = []
         self.names: frozenset[str] = frozenset()
@@ -243,6 +244,8 @@ class PiecewiseAotiBackend:
                 setattr(split.module, piece.name, runner)
                 self.pieces.append(runner)
         self.splits.append(split)
+        self.called |= {name for n in gm.graph.nodes if n.op == "call_function"
+                        and (name := op_name(n.target)) is not None}
         return split.module
 
     def _compile(self, piece: Piece, gm: torch.fx.GraphModule, args: tuple) -> CompiledPiece:
@@ -314,6 +317,7 @@ class PiecewiseAotiBackend:
             # automatic dynamic): its new, dynamic compile now serves the earlier sizes too,
             # which its pieces never captured. One more pass captures them there.
             captured = [self._capture_at(size, compiled, log, on_size) for size in order]
+        self._check_split_ops()
         compilers = {a.get("compiler", "aoti") for a in self.artifacts}
         self.mechanism = {frozenset({"inductor"}): "inductor-piecewise",
                           frozenset({"aoti", "inductor"}): "aoti+inductor-piecewise"
@@ -323,6 +327,20 @@ class PiecewiseAotiBackend:
                                                          for a in self.artifacts),
                                       cache_hit=all(a["cache_hit"] for a in self.artifacts))
         return captured
+
+    def _check_split_ops(self) -> None:
+        """An op of --split-ops that no traced graph calls splits nowhere: bad input, named
+        with what the graphs call instead (issue 50: `aten::scaled_dot_product_attention`
+        was taken and split nowhere, silently)."""
+        if self.options.split_ops is None:
+            return
+        split = {p.splitting_op for s in self.splits for p in s.pieces if p.splitting_op}
+        if missing := sorted(set(self.options.split_ops) - split - self.called):
+            called = ", ".join(sorted(self.called)) or "no registered op"
+            aten = " (Dynamo's graph holds torch functions, not aten ops: split at a custom " \
+                "op)" if any(m.startswith("aten::") for m in missing) else ""
+            raise UsageError(f"--split-ops {','.join(missing)}: the traced step calls no such "
+                             f"op{aten}; its graphs call {called}")
 
     def _capture_at(self, size: int, compiled: Callable, log: CompileLog,
                     on_size: Callable[[int], None] | None) -> Captured:
