@@ -64,6 +64,14 @@ def cut_middle(text: str, limit: int = LIMIT) -> str:
     return f"{head} ... {tail}"
 
 
+# What torch appends to many errors and no user of aclcap can act on: cut from reasons
+# (issue 50: "please report a bug to PyTorch" repeated in every row).
+_BOILERPLATE = re.compile(
+    r"[ \t]*(?:Please file an issue on github\.?|(?:This (?:is likely|may be) a bug[^.]*?\. *)?"
+    r"[^.\n]*please report a bug to PyTorch\.?|For more information, run with "
+    r"TORCH_LOGS=\S+?\.)", re.IGNORECASE)
+
+
 def summary(text: str, limit: int = LIMIT) -> str:
     """The first paragraph of a message in one line; where it is too long, its first
     sentence (what failed) and the sentence that carries the fix, then the middle cut."""
@@ -72,6 +80,7 @@ def summary(text: str, limit: int = LIMIT) -> str:
     # noise in a one-line reason, kept only under --debug
     if not os.environ.get(DEBUG_ENV):
         text = str(text).split("Exception raised from ", 1)[0]
+    text = _BOILERPLATE.sub("", str(text))
     for line in text.strip().splitlines():
         if not line.strip():
             if paragraph:

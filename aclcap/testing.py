@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aclcap._compat import OpOverload
+from aclcap._compat import OpOverload, OpOverloadPacket
 from aclcap.meta import checks as meta_checks
 from aclcap.meta.sample_inputs import SampleInput
 from aclcap.status import Severity
 
 
-def check_op(op: str | OpOverload, samples: Iterable[SampleInput],
+def check_op(op: str | OpOverload | OpOverloadPacket, samples: Iterable[SampleInput],
              checks: Iterable[str] = meta_checks.DEFAULT_CHECKS, *,
              strict: bool = False) -> None:
     """Run the checks on `samples` (aclcap.SampleInput) of `op` (`ns::name.overload`,
@@ -21,6 +21,11 @@ def check_op(op: str | OpOverload, samples: Iterable[SampleInput],
     op and every reason if any check fails, or if no sample was given (a check of nothing
     must not pass). Kernels run here: a segfault ends the process (the pytest plugin runs
     them in a worker instead)."""
+    if isinstance(op, OpOverloadPacket):  # torch.ops.ns.op: which overload is not said
+        overloads = ", ".join(f"torch.ops.{op._qualified_op_name.replace('::', '.')}.{o}"
+                              for o in op.overloads())
+        raise TypeError(f"check_op({op._qualified_op_name}): pass one overload, not the "
+                        f"packet: {overloads} (or the name as a string)")
     samples = list(samples)
     if not samples:
         raise AssertionError(f"{op}: no samples given, nothing was checked: pass "

@@ -102,8 +102,19 @@ def test_op_library_folder_is_on_sys_path_while_imported(tmp_path):
     assert torch.ops.siblib.double(torch.ones(2)).tolist() == [2.0, 2.0]
     assert sys.path == before
     (tmp_path / "lonely.py").write_text("from no_such_sibling_xyz import k\n")
-    with pytest.raises(UsageError, match=r"lonely.py failed to load: .*no_such_sibling_xyz"):
+    with pytest.raises(UsageError, match=r"lonely.py failed to load: its import of "
+                                         r"`no_such_sibling_xyz` failed"):
         load_library(str(tmp_path / "lonely.py"))
+    # a module found by name whose own import of a dependency fails (issue 50: `scipy`) is
+    # no "not found" either
+    (tmp_path / "needs_dep.py").write_text("import no_such_dependency_xyz\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(UsageError, match=r"op library needs_dep failed to load: its "
+                                             r"import of `no_such_dependency_xyz` failed"):
+            load_library("needs_dep")
+    finally:
+        sys.path.remove(str(tmp_path))
 
 
 def test_long_messages_are_cut_in_the_middle_keeping_the_fix():
@@ -233,3 +244,14 @@ def test_torch_guard_errors_are_quiet_unless_debug():
     loud = code.replace("silence_torch(); ", "")
     done = subprocess.run([sys.executable, "-c", loud], capture_output=True, text=True)
     assert "Error while creating guard" in done.stderr  # what --debug keeps
+
+
+def test_torchs_boilerplate_is_cut_from_a_reason():
+    """Issue 50: "please report a bug to PyTorch" was repeated in every row's reason."""
+    from aclcap.errors import summary
+
+    said = summary("Dynamo failed to run FX node with fake tensors: call_function foo. "
+                   "This is likely a bug in torch. Please report a bug to PyTorch.\n\n"
+                   "For more information, run with TORCH_LOGS=\"+dynamic\".")
+    assert said == "Dynamo failed to run FX node with fake tensors: call_function foo."
+    assert summary("x failed. Please file an issue on github.") == "x failed."

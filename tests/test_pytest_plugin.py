@@ -96,6 +96,13 @@ def test_check_op_takes_the_default_overload_by_its_short_name():
              ("fake_vs_real",))
 
 
+def test_check_op_refuses_a_packet_naming_its_overloads():
+    """Issue 50: `check_op(torch.ops.ns.op, ...)` raised torch's `AttributeError ... '_schema'`."""
+    with pytest.raises(TypeError, match=r"check_op\(aten::add\): pass one overload, not the "
+                                        r"packet: .*torch\.ops\.aten\.add\.Tensor"):
+        check_op(torch.ops.aten.add, [SampleInput((torch.randn(2), torch.randn(2)))])
+
+
 def test_check_op_without_samples_fails():
     with pytest.raises(AssertionError, match=r"aten::add.Tensor: no samples given"):
         check_op("aten::add.Tensor", [])

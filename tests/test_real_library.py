@@ -91,9 +91,10 @@ def test_capture_names_the_untraceable_op_and_line():
     for row in run.json()["results"]:
         assert row["status"] == "fail"
         assert "aclcap_real::slot_mapping fails at data_reading_op.py:17" in row["reasons"][0]
-        # the advice is a command to paste: the real namespace and model, no placeholder
+        # the advice is a command to paste from where capture ran: the real namespace and
+        # the model's path with its folders (issue 50), no placeholder
         assert row["reasons"][0].endswith("run `aclcap check-meta --namespace aclcap_real "
-                                          "--samples-from data_reading_op.py`")
+                                          "--samples-from tests/models/data_reading_op.py`")
 
 
 def test_samples_harvested_from_a_model_step():

@@ -4,6 +4,7 @@ that finds its trace cached never needs."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,6 +16,13 @@ from aclcap.graph.compiles import Compile
 # unbacked size) and the failure comes where that size meets a guard, a line later.
 _DATA_DEPENDENT = re.compile(r"data.dependent|DataDependent|unbacked|Constraints violated",
                              re.IGNORECASE)
+
+
+def _as_typed(path: str) -> str:
+    """A path as the user can paste it from where they ran: relative to the working folder
+    where it lies below it, else absolute (issue 50: `m_decode.py` lost its `models/`)."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 @dataclass
@@ -51,7 +59,7 @@ class TraceReport:
         text = f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}"
         if not e["op"]:  # no op to blame: nothing for check-meta to check
             return text
-        model = Path(e["model"]).name if e.get("model") else "MODEL.py"
+        model = _as_typed(e["model"]) if e.get("model") else "MODEL.py"
         return (f"{text}; run `aclcap check-meta --namespace {e['op'].split('::')[0]} "
                 f"--samples-from {model}`")
 

@@ -75,8 +75,11 @@ def load_library(spec: str) -> None:
     except UsageError:
         raise
     except ModuleNotFoundError as exc:
-        if _looks_like_path(spec):  # the file was found: a module it imports was not
-            raise UsageError(f"op library {spec} failed to load: {_load_reason(exc)}") from exc
+        missing = exc.name or ""
+        if _looks_like_path(spec) or (missing and not spec.startswith(missing)):
+            # the library was found: a module it imports was not
+            raise UsageError(f"op library {spec} failed to load: its import of `{missing}` "
+                             f"failed ({last_line(exc)})") from exc
         raise UsageError(
             f"op library {spec!r} not found: {exc} "
             "(pass a .so or .py path, or an importable module)"
