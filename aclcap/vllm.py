@@ -82,6 +82,7 @@ class VllmDecoder:
             set_current_vllm_config,
         )
         from vllm.distributed import init_distributed_environment, initialize_model_parallel
+        from vllm.distributed.parallel_state import model_parallel_is_initialized
         from vllm.model_executor.layers.attention.attention import Attention
         from vllm.model_executor.model_loader.utils import (
             initialize_model,
@@ -98,10 +99,11 @@ class VllmDecoder:
         # life of the process, as in a vLLM worker.
         self._config_scope = set_current_vllm_config(self.vllm_config)
         self._config_scope.__enter__()  # kept: collected, the generator would unset it
-        init_distributed_environment(
-            world_size=1, rank=0, local_rank=0, backend="gloo",
-            distributed_init_method=f"file://{tempfile.mktemp(prefix='aclcap-vllm-pg-')}")
-        initialize_model_parallel(1, 1)
+        if not model_parallel_is_initialized():  # a second build in one process reuses it
+            init_distributed_environment(
+                world_size=1, rank=0, local_rank=0, backend="gloo",
+                distributed_init_method=f"file://{tempfile.mktemp(prefix='aclcap-vllm-pg-')}")
+            initialize_model_parallel(1, 1)
         model = initialize_model(vllm_config=self.vllm_config)
         generator = torch.Generator().manual_seed(self.seed)  # the same weights every run
         with torch.no_grad():
