@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from aclcap._compat import set_vllm_forward_context
+
 PAD_SLOT_ID = -1  # vLLM's slot for a padded token: its KV cache write is skipped
 
 
@@ -128,8 +130,6 @@ class VllmDecoder:
         padded tokens write to PAD_SLOT_ID and belong to no request."""
         from vllm.forward_context import create_forward_context
         from vllm.v1.attention.backend import CommonAttentionMetadata
-
-        from aclcap._compat import set_vllm_forward_context
 
         requests = len(context_lens)
         seq_lens = (context_lens + 1).to(torch.int32)

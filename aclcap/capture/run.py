@@ -301,18 +301,21 @@ def _capture_step(step: StepContext, options: CaptureOptions,
         captured = step.backend.capture(
             step, sizes, on_size=lambda s: advance(f"capturing size {s} ({mechanism})"), log=log)
     except CaptureError as exc:
-        from aclcap.capture.trace import located
-
-        mechanism = report.mechanism = step.backend.mechanism
-        report.rows = failed_rows(sizes, mechanism, [located(exc, step.spec.path)])
-        return report
+        failure: CaptureError | None = exc
+    else:
+        failure = None
     finally:
         trace.recompiles = log.compiles
         report.backend = step.backend.summary()
         clock.lap("capture", step.backend.phases_s)
     # A backend may capture with another mechanism than it planned (aoti -> inductor where
-    # torch.export fails): the rows say which one ran.
+    # torch.export fails): the rows say which one ran, failed or not.
     mechanism = report.mechanism = step.backend.mechanism
+    if failure is not None:
+        from aclcap.capture.trace import located
+
+        report.rows = failed_rows(sizes, mechanism, [located(failure, step.spec.path)])
+        return report
     by_size = report.captured = {c.size: c for c in captured}
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")

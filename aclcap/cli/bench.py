@@ -119,6 +119,7 @@ def bench(
 
     check_graph_mode(graph_mode, several=True)
     graph_modes, splits = parse_graph_mode(graph_mode, split_ops, several=True)
+    mechanism = parse_cpu_mechanism(cpu_mechanism)
     if "piecewise" in graph_modes and nproc is not None:
         raise UsageError("--graph-mode piecewise runs one process: leave out --nproc")
     if "piecewise" in graph_modes and "graph" not in chosen:
@@ -133,12 +134,12 @@ def bench(
         from aclcap.bench.run import default_model
 
         check_split_ops(model or default_model(), splits)  # needs the model's op libraries
-    options = BenchOptions(cpu_mechanism=parse_cpu_mechanism(cpu_mechanism),
-
+    options = BenchOptions(
         model=str(model) if model else None, shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,
         port=port, modes=chosen, rounds=rounds, pad=pad, profile=profile,
-        min_time_s=min_time, max_time_s=max_time, graph_mode=graph_modes, split_ops=splits)
+        min_time_s=min_time, max_time_s=max_time, graph_mode=graph_modes, split_ops=splits,
+        cpu_mechanism=mechanism)
     from aclcap.bench.run import run_bench
 
     quiet_torch()

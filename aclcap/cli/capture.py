@@ -138,6 +138,7 @@ def capture(
     check_dtype_name(dtype)
     check_graph_mode(graph_mode)
     mode, splits = parse_graph_mode(graph_mode, split_ops)
+    mechanism = parse_cpu_mechanism(cpu_mechanism)
     if mode == "piecewise" and nproc is not None:
         raise UsageError("--graph-mode piecewise runs one process: leave out --nproc")
     resolved = resolve_device(device)  # auto asks torch whether cuda is there: last
@@ -149,13 +150,12 @@ def capture(
     check_split_ops(model, splits)  # needs the model's op libraries loaded
     from aclcap.capture.run import run_capture
 
-    options = CaptureOptions(cpu_mechanism=parse_cpu_mechanism(cpu_mechanism),
-
+    options = CaptureOptions(
         model=str(model), shapes=tuple(sizes) if sizes is not None else None,
         device=device, dtype=dtype, compile_backend=compile_backend, max_autotune=max_autotune,
         use_cache=not no_cache, nproc=nproc, timeout=timeout, port=port, fullgraph=fullgraph,
         pad=pad, bisect=bisect, fail_on_recompile=fail_on_recompile, graph_mode=mode,
-        split_ops=splits)
+        split_ops=splits, cpu_mechanism=mechanism)
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)

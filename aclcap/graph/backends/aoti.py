@@ -139,9 +139,7 @@ def _lifted_source(model: torch.nn.Module, path: str) -> str:
     import inspect
 
     try:
-        owner = model.get_submodule(path.removeprefix("model.")) \
-            if path.startswith("model.") and not hasattr(model, "model") else \
-            model.get_submodule(path)
+        owner = model.get_submodule(path)
     except AttributeError:
         return f"`{path}`"
     for cls in type(owner).__mro__:
@@ -229,14 +227,13 @@ class AotiBackend:
         compile Dynamo's graph with Inductor instead, as vLLM does, and say why."""
         from aclcap.graph.backends.inductor import InductorBackend
 
-        self.instead = InductorBackend(self.options)
+        self.instead = InductorBackend(self.options, export_failed=str(why))
         self.mechanism = self.instead.mechanism
         export_s = self.phases_s.get("export")
         try:
             captured = self.instead.capture(step, sizes, on_size)
         except CaptureError as exc:
             raise CaptureError(f"{why}; compiled by Inductor instead: {exc}") from exc
-        self.instead.facts.export_failed = str(why)
         self.phases_s = {**({"export": export_s} if export_s is not None else {}),
                          **self.instead.phases_s}
         return captured

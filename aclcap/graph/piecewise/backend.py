@@ -133,6 +133,7 @@ def _inductor_piece(piece: Piece, gm: torch.fx.GraphModule) -> CompiledPiece:
     except Exception as exc:
         raise CaptureError(f"piecewise: Inductor could not compile piece {piece.index}: "
                            f"{first_line(exc)}") from exc
+
     def run(inputs: list) -> list:
         out = fn(*inputs)  # compile_fx's function takes the inputs as arguments
         return rebuild(list(out) if isinstance(out, (tuple, list)) else [out])
@@ -253,17 +254,19 @@ class PiecewiseAotiBackend:
         layouts (the artifact assumes them), and compile (or load) its artifact."""
         assert self._step is not None
         t0 = time.perf_counter()
-        opaque = [type(a).__name__ for a in args
-                  if not isinstance(a, (torch.Tensor, int, float, bool))]
-        exported, why = None, f"it takes an opaque value ({', '.join(opaque)})"
+        opaque = ", ".join(type(a).__name__ for a in args
+                           if not isinstance(a, (torch.Tensor, int, float, bool)))
         mechanism = self.options.cpu_mechanism
         if opaque and mechanism == "aoti":
             raise CaptureError(f"piecewise: piece {piece.index} takes an opaque value "
-                               f"({', '.join(opaque)}), which an AOTI artifact cannot carry: "
+                               f"({opaque}), which an AOTI artifact cannot carry: "
                                "--cpu-mechanism auto compiles such a piece with Inductor")
+        exported = None
         if mechanism == "inductor":
             why = "--cpu-mechanism inductor"
-        elif not opaque:
+        elif opaque:
+            why = f"it takes an opaque value ({opaque})"
+        else:
             _freeze_host_floats(gm, args)
             try:
                 with torch.no_grad():
