@@ -13,6 +13,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing import forkserver
@@ -66,4 +67,17 @@ class InThisRun:
         os.environ.clear()
         os.environ.update(self.env)
         os.chdir(self.cwd)
+        _thread_lock_for_tqdm()
         return self.fn(*args)
+
+
+def _thread_lock_for_tqdm() -> None:
+    """tqdm (torch.fx's interpreter makes a bar) otherwise makes a multiprocessing lock, a
+    named semaphore; a child ended with SIGKILL never releases it, and multiprocessing's
+    resource tracker then warns of a leak after aclcap's last line. A child is one process:
+    a thread lock serves."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return
+    tqdm.set_lock(threading.RLock())

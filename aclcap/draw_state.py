@@ -18,6 +18,7 @@ import inspect
 import sys
 import types
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +177,19 @@ def restore(draw: Any) -> None:
     """Put back the state make_inputs set with `draw`, before a run on it."""
     for change in _state_of(draw):
         change.put_back()
+
+
+def restorer(draw: Any) -> Callable[[], None] | None:
+    """A function that puts back the state make_inputs set with `draw` (None where it set
+    none): for what outlives the table, an op's samples recorded on that draw."""
+    found = list(_state_of(draw))
+    if not found:
+        return None
+
+    def put_back() -> None:
+        for change in found:
+            change.put_back()
+    return put_back
 
 
 def state_names(draw: Any) -> list[str]:

@@ -2,7 +2,7 @@
 with random weights and driven as vLLM's runner drives one decode step, so capturing "my
 ops inside Qwen3 as vLLM runs it" is a few lines (examples/vllm_decoder.py):
 
-    from aclcap.vllm import VllmDecoder
+    from aclcap.vllm import OP_LIBRARIES, VllmDecoder
     step = VllmDecoder({"model_type": "qwen3", "hidden_size": 64, ...})
     build_model, make_inputs, pad_inputs = step.build_model, step.make_inputs, step.pad_inputs
 
@@ -27,6 +27,10 @@ import torch
 from aclcap._compat import set_vllm_forward_context
 
 PAD_SLOT_ID = -1  # vLLM's slot for a padded token: its KV cache write is skipped
+# A model file's OP_LIBRARIES: importing vLLM's attention layer registers every op
+# namespace vLLM has (vllm, _C, ...) before the model is built, so `--namespace vllm`,
+# `--split-ops vllm::...` and check-meta's op list see them.
+OP_LIBRARIES = ["vllm.model_executor.layers.attention.attention"]
 
 
 class _Step(torch.nn.Module):

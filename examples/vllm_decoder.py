@@ -7,7 +7,7 @@ random weights under a VllmConfig, binds a KV cache per attention layer, and set
 forward context (attention metadata from vLLM's own builder) with each draw; `--pad` pads
 that metadata as vLLM's runner does."""
 
-from aclcap.vllm import VllmDecoder
+from aclcap.vllm import OP_LIBRARIES, VllmDecoder  # noqa: F401 (the model-file attribute)
 
 CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 128,
           "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

@@ -132,3 +132,15 @@ def test_whole_step_cross_check_names_the_size_a_fake_is_wrong_at():
     assert wrong["sizes_wrong"] == [5] and wrong["sizes_right"] == [2]
     assert "shape [4, 8]" in wrong["reason"] and "wrong at size 5; right at size 2" in \
         wrong["reason"]
+
+
+def test_a_context_reading_op_is_checked_in_each_sample_s_own_context():
+    """Samples harvested at sizes 1, 2 and 4 each run beside the context their draw set
+    (issue 48: vLLM's attention read the last draw's metadata and crashed)."""
+    run = aclcap("check-meta", "--samples-from", str(ROOT / "tests" / "models" /
+                 "context_reading_op.py"), "--namespace", "ctxread", "--shapes", "1,2,4",
+                 "--no-cache", "--json", "-")
+    assert run.code == 0, run.stdout + run.stderr
+    (row,) = run.json()["results"]
+    assert row["status"] == "pass" and row["reasons"] == [], row
+    assert any(s.startswith("3 from context_reading_op.py") for s in row["sample_sources"])

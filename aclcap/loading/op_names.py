@@ -11,13 +11,17 @@ from pathlib import Path
 
 def unregistered_op(model: Path | str, op: str) -> str | None:
     """None where `op` (`ns::name`) is registered after `model` is imported (once per
-    process: the run reuses it), else why not and the ops nearby."""
+    process: the run reuses it), else why not and the ops nearby. A namespace with no op
+    yet is not judged here: build_model's imports may register it (transformers registers
+    `transformers::` there), and the traced graph's ops decide then."""
     from aclcap._compat import op_names
     from aclcap.loading.model_file import load_model_file
 
     load_model_file(model)
     known = {name.split(".", 1)[0] for name in op_names()}
-    return None if op in known else nearby(op, known)
+    if op in known or not any(n.startswith(op.split("::", 1)[0] + "::") for n in known):
+        return None
+    return nearby(op, known)
 
 
 def nearby(op: str, known: Collection[str]) -> str:

@@ -208,7 +208,9 @@ def _judge_pinned(check: OpCheck, run: RecordedCall, arg: str, dim: int, size: i
     naming the size the kernel accepted; a warning where the fake rejects that size too."""
     name = check.op._schema.name
     accepted, probed = None, 0
-    if "[" not in arg:  # a Tensor[] element has no argument of its own to vary
+    # A Tensor[] element has no argument of its own to vary; a call that reads state sized
+    # for it (vLLM's forward context) is never run at another size.
+    if "[" not in arg and run.sample.setup is None:
         for new_size in new_sizes(size):
             varied = vary_dim(check.op, run.sample, arg, dim, new_size)
             if varied is None:
@@ -281,6 +283,7 @@ def _opcheck(check: OpCheck, runs: list[RecordedCall], tests: tuple[str, ...]) -
     ordered = representatives(runs)
     for i, run in enumerate(ordered):
         args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
+        run.sample.enter()
         run_tests = tests if i == 0 else tuple(t for t in tests
                                                if t != "test_aot_dispatch_dynamic")
         results = torch.library.opcheck(check.op, args, kwargs, test_utils=run_tests,
@@ -322,6 +325,7 @@ def _compile_and_compare(op: OpOverload, runs: list[RecordedCall]) -> str | None
                              backend="aot_eager")
     for run in runs:
         args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
+        run.sample.enter()
         try:
             got = compiled(*args, **kwargs)
         except Exception as exc:
@@ -344,6 +348,7 @@ def _eager_varies(op: OpOverload, run: RecordedCall, index: int) -> bool:
     leaves = []
     for _ in range(2):
         args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
+        run.sample.enter()
         leaves.append(tree_flatten((op(*args, **kwargs), args, kwargs))[0])
     first, second = (found[index] if index < len(found) else None for found in leaves)
     return isinstance(first, torch.Tensor) and not _close(first, second)
@@ -411,7 +416,7 @@ def _check_op(op: str | OpOverload, samples: Iterable[SampleInput],
         on_check(KERNEL_STEP)
     for sample in samples:
         try:
-            runs.append(observe(overload, sample.args, sample.kwargs))
+            runs.append(observe(overload, sample.args, sample.kwargs, setup=sample.setup))
         except Exception as exc:  # a fake is judged only on inputs the kernel accepts
             rejected.append(first_line(exc))
     check.out.sample_count = len(runs)

@@ -1,13 +1,16 @@
 """--samples-from MODEL.py: sample inputs harvested from a model file, while it builds its
 model (quantized weights are packed by custom ops at load time) and while its eager step
 runs at each size. Every distinct call of an op of the checked namespaces is recorded by
-the one call recorder (meta/recorder.py); a few per op become that op's samples. Runs in
-check-meta's worker: a crashing kernel takes only the worker down."""
+the one call recorder (meta/recorder.py); a few per op become that op's samples. A sample
+recorded on a draw that set state outside its arguments (vLLM's forward context) keeps
+that state, put back before every run on it. Runs in check-meta's worker: a crashing
+kernel takes only the worker down."""
 
 from __future__ import annotations
 
 import torch
 
+from aclcap.draw_state import restorer
 from aclcap.meta.observe import BUILD, STEP, RecordedCall
 from aclcap.meta.recorder import CallRecorder
 from aclcap.meta.sample_inputs import SampleInput
@@ -35,8 +38,10 @@ def harvest(model_path: str, shapes: list[int] | None, device: str, dtype: torch
     recorder.phase = STEP
     for size in shapes or spec.shapes:
         args = make_step_inputs(spec, size, device, dtype)
+        recorder.setup = restorer(args)  # the draw's forward context, for its samples
         with torch.no_grad(), recorder:
             model(*args)
+    recorder.setup = None
 
 
 def samples_of(records: list[RecordedCall], qualname: str) -> tuple[list[SampleInput], list[str]]:

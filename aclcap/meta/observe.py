@@ -219,10 +219,15 @@ def record(op: OpOverload, call: Callable[..., Any], args: tuple, kwargs: dict, 
 
 
 def observe(op: OpOverload, args: tuple, kwargs: dict | None = None, *,
-            site: str = "", phase: str = STEP) -> RecordedCall:
+            site: str = "", phase: str = STEP,
+            setup: Callable[[], None] | None = None) -> RecordedCall:
     """Run the real kernel on copies of the arguments and record the whole call (`record`);
-    the caller's tensors stay as they were."""
+    the caller's tensors stay as they were. `setup` puts back the state the call reads
+    outside its arguments first, and stays with the record (SampleInput.setup)."""
     run_args, run_kwargs = clone_tensors((tuple(args), dict(kwargs or {})))
+    if setup is not None:
+        setup()
     recorded = record(op, op, run_args, run_kwargs, site=site, phase=phase)
-    recorded.after = SampleInput(run_args, run_kwargs)
+    recorded.sample.setup = setup
+    recorded.after = SampleInput(run_args, run_kwargs, setup)
     return recorded

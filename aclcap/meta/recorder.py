@@ -36,8 +36,9 @@ def as_overload(func: Any) -> OpOverload | None:
 
 class CallRecorder(TorchFunctionMode):
     """Records every distinct call of an op whose `ns::name` `wants` accepts. Set `phase`
-    (build or step) and `step_size` between runs; `max_per_op` caps the records per overload
-    (harvest keeps a few samples, the trace all). `seen` lists the ops called, in order."""
+    (build or step), `step_size` and `setup` (SampleInput.setup) between runs;
+    `max_per_op` caps the records per overload (harvest keeps a few samples, the trace
+    all). `seen` lists the ops called, in order."""
 
     def __init__(self, wants: Callable[[str], bool], site_file: Path | None = None,
                  max_per_op: int | None = None) -> None:
@@ -46,6 +47,7 @@ class CallRecorder(TorchFunctionMode):
         self.site_file = str(site_file) if site_file else None
         self.phase = STEP
         self.step_size: int | None = None
+        self.setup: Callable[[], None] | None = None  # puts back the running draw's state
         self.records: list[RecordedCall] = []
         self.seen: list[str] = []
         self._keys: set[tuple] = set()
@@ -67,6 +69,7 @@ class CallRecorder(TorchFunctionMode):
         recorded = record(op, func, tuple(args), kwargs, site=self._site(), phase=self.phase)
         out, recorded.outputs = recorded.outputs, clone_tensors(recorded.outputs)
         recorded.step_size = self.step_size
+        recorded.sample.setup = self.setup
         self.records.append(recorded)
         return out
 

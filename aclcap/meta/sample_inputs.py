@@ -14,10 +14,18 @@ _REGISTRY: dict[str, SampleFn] = {}
 
 @dataclass
 class SampleInput:
-    """One call of an op: positional and keyword arguments, real tensors."""
+    """One call of an op: positional and keyword arguments, real tensors. `setup`, where
+    set, puts back state the call read outside its arguments (vLLM's forward context, as the
+    model step's draw set it): called before every run of the kernel on this sample."""
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    setup: Callable[[], None] | None = field(default=None, compare=False)
+
+    def enter(self) -> None:
+        """Put back the state this call was recorded in, if it read any."""
+        if self.setup is not None:
+            self.setup()
 
 
 def normalize_qualname(qualname: str) -> str:

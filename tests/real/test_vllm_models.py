@@ -71,3 +71,21 @@ def test_a_vllm_model_class_captures_piecewise_at_its_attention_with_layer_names
         assert pieces["split_on"] == ["vllm::unified_attention_with_output"]
         assert [p["kind"] for p in pieces["pieces"]] == ["graph", "eager"] * 2 + ["graph"]
         assert any("LayerName" in a.get("why", "") for a in pieces["artifacts"])
+
+
+def test_check_meta_runs_vllm_attention_in_each_sample_s_forward_context(tmp_path):
+    """vLLM's attention reads its metadata from the forward context, not its arguments:
+    each harvested sample runs inside the context its step's draw set (it crashed, or hung,
+    beside the last draw's). The namespace comes from the model file's OP_LIBRARIES: vLLM
+    registers it on import of its attention layer, before any model is built."""
+    proc = subprocess.run(
+        [str(ACLCAP), "check-meta", "--samples-from", str(MODELS / "vllm_llama.py"),
+         "--namespace", "vllm", "--shapes", "1,2,4", "--json", "-"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "ACLCAP_CACHE_DIR": str(tmp_path), "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    rows = {r["op"]: r for r in json.loads(proc.stdout[proc.stdout.index("{"):])["results"]}
+    for op in ("vllm::unified_attention_with_output.default",
+               "vllm::unified_kv_cache_update.default"):
+        assert rows[op]["status"] == "pass" and rows[op]["sample_count"] >= 3, rows[op]
+    assert "leaked semaphore" not in proc.stderr  # the verdict is the last line

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.export import Dim
 
-from aclcap._compat import compiling_frame, frame_compiler, inductor_compiler
+from aclcap._compat import compiling_frame, frame_compiler, inductor_compiler, op_names
 from aclcap.errors import CaptureError, UsageError, first_line
 from aclcap.graph.backends.aoti import AotiBackend
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
@@ -40,6 +40,7 @@ from aclcap.graph.piecewise.pieces import (
 )
 from aclcap.graph.piecewise.split import Piece, SplitStep, op_name, split_graph
 from aclcap.host_values import input_names
+from aclcap.loading.op_names import nearby
 
 MECHANISM = "aoti-piecewise"
 
@@ -339,6 +340,9 @@ class PiecewiseAotiBackend:
             return
         split = {p.splitting_op for s in self.splits for p in s.pieces if p.splitting_op}
         if missing := sorted(set(self.options.split_ops) - split - self.called):
+            known = {name.split(".", 1)[0] for name in op_names()}
+            if unknown := [m for m in missing if m not in known]:  # not even after the build
+                raise UsageError(f"--split-ops {unknown[0]}: {nearby(unknown[0], known)}")
             called = ", ".join(sorted(self.called)) or "no registered op"
             aten = " (Dynamo's graph holds torch functions, not aten ops: split at a custom " \
                 "op)" if any(m.startswith("aten::") for m in missing) else ""

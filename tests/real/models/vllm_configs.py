@@ -5,7 +5,7 @@ is built; a model file's folder is on sys.path."""
 
 from __future__ import annotations
 
-from aclcap.vllm import VllmDecoder
+from aclcap.vllm import OP_LIBRARIES, VllmDecoder  # noqa: F401
 
 SHAPES = [1, 2, 4]
 LOGITS = True
