@@ -11,6 +11,14 @@ from dataclasses import asdict, dataclass, field
 from aclcap.meta.registry import MetaKind
 from aclcap.status import Finding, Severity, Status
 
+CALL_STEP = "call "  # the CheckStart step of one observed call: "call 12: x dim 0: 4 -> 8"
+
+
+def is_call_step(step: str | None) -> bool:
+    """The step is one call synthesis observes: it has a deadline of its own (runner), and
+    a crash or hang there costs that call alone."""
+    return bool(step) and str(step).startswith(CALL_STEP)
+
 
 @dataclass(frozen=True)
 class OpRequest:

@@ -3,6 +3,8 @@ the meta impl (the README's "Op libraries and sample inputs" contract)."""
 
 from __future__ import annotations
 
+import random
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +12,20 @@ from typing import Any
 SampleFn = Callable[[Any, Any], Iterable["SampleInput"]]
 
 _REGISTRY: dict[str, SampleFn] = {}
+SEED = 0
+
+
+def seed_all() -> None:
+    """Every generator a sample maker may draw from, set to SEED: torch's, and Python's
+    `random` and numpy's, which libraries' own test helpers use for host lengths. Unseeded,
+    a worker's draws depend on the ops it drew for before: synthesis wrote another fake run
+    to run, and its verifying worker could not make the held-out calls again (issue 49)."""
+    import torch
+
+    torch.manual_seed(SEED)
+    random.seed(SEED)
+    if (numpy := sys.modules.get("numpy")) is not None:
+        numpy.random.seed(SEED)
 
 
 @dataclass

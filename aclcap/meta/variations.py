@@ -223,6 +223,23 @@ def _shared_dim_variations(op: OpOverload, sample: SampleInput
                 yield Variation(varied, f"{', '.join(changed)}: {size} -> {new_size}", "dim")
 
 
+def _edge_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Each distinct size made 1 in every tensor (and int argument) holding it: one token is
+    where kernels take fast paths (a slice returned as a view, a squeezed dim), and where
+    torch specializes sizes; a rule never seen at 1 is unproven there. Not where an
+    integer tensor holds values past 0: they may index the dim shrunk (slots into a cache
+    of blocks), and a kernel that checks nothing would write past it."""
+    if any(isinstance(v, torch.Tensor) and not v.is_floating_point() and not v.is_complex()
+           and v.numel() and int(v.max()) > 0 for _, _, v in _slots(op, sample)):
+        return
+    for size, members in _tensor_dims(op, sample).items():
+        if size > 1:
+            arg, dim = members[0]
+            varied, changed = _vary_dim(op, sample, arg, dim, 1, alone=False)
+            if varied is not None:
+                yield Variation(varied, f"{', '.join(changed)}: {size} -> 1", "dim")
+
+
 def _odd_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """Every even size of the first tensor made odd at once (with every tensor sharing it):
     one size changed at a time keeps a numel even, and then (numel + 1) // 2 and
@@ -500,7 +517,8 @@ def variations(op: OpOverload, sample: SampleInput,
     itself is left untouched."""
     kinds = [_values_variation(op, sample), _shared_dim_variations(op, sample),
              _odd_variation(op, sample),
-             _alone_dim_variations(op, sample), _int_variations(op, sample),
+             _alone_dim_variations(op, sample), _edge_variations(op, sample),
+             _int_variations(op, sample),
              _bool_variations(op, sample), _none_variations(op, sample),
              _dtype_variations(op, sample, dtypes), _rank_variations(op, sample),
              _index_rank_variations(op, sample), _group_dim_variations(op, sample),

@@ -15,11 +15,12 @@ def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator
     """The op library's own @aclcap.samples, once per dtype."""
     import torch
 
-    from aclcap.meta.sample_inputs import samples_for
+    from aclcap.meta.sample_inputs import samples_for, seed_all
 
     make = samples_for(qualname)
     if make is None:
         return
+    seed_all()  # the same samples in every run and worker, whatever ran before
     for dtype in dtypes:
         yield from make(torch.device(device), dtype)
 

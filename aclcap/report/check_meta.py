@@ -219,8 +219,8 @@ def synthesis_lines(run: SynthesisRun) -> list[str]:
                    f"accepted; samples: {', '.join(s.sample_sources) or 'none'})")
         out += [f"    {line}" for line in describe_rule(s.rule)]
         out += [f"    schema defect: {d.message}" for d in s.rule.defects]
-        if s.rule.defects:
-            out.append(f"    corrected schema: {s.rule.defects[0].corrected_schema}")
+        if corrected := s.rule.corrected_schema():
+            out.append(f"    corrected schema: {corrected}")
         out += [f"    note: {n}" for n in s.rule.notes]
         out += [f"    existing meta differs from the kernel at {d}" for d in s.meta_diffs]
         if s.meta_compared and not s.meta_diffs:

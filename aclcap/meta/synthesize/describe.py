@@ -61,7 +61,10 @@ def describe_output(index: int, out: OutputRule) -> str:
     else:
         parts.append(_dtype(out.dtype))
         parts.append("contiguous" if out.layout.kind == "contiguous" else
-                     f"stride order of {out.layout.arg}" if out.layout.kind == "like" else
+                     f"stride order of {out.layout.arg}" + (
+                         f" where it has rank {', '.join(map(str, out.layout.ranks))}, "
+                         "else contiguous" if out.layout.ranks else "")
+                     if out.layout.kind == "like" else
                      f"dims laid out in order {list(out.layout.order)}")
     if out.none_when is not None:
         parts.append(f"None when {out.none_when[0]} {out.none_when[1]}")

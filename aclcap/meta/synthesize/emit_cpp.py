@@ -36,6 +36,7 @@ from aclcap.meta.synthesize.rules import (
     IntArg,
     ItemSize,
     LeadingDims,
+    ListLen,
     Numel,
     OpRule,
     OutputRule,
@@ -260,6 +261,8 @@ def expr_source(e: Expr | Unbacked, prec: int = 0) -> str:
         return f"{base}.sym_size({e.index})" if isinstance(e, Dim) else f"{base}.sym_numel()"
     if isinstance(e, IntArg):
         return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
+    if isinstance(e, ListLen):
+        return f"static_cast<int64_t>({pyname(e.arg)}.size())"
     if isinstance(e, ItemSize):
         return f"{pyname(e.arg)}.element_size()" if e.tensor else \
             f"static_cast<int64_t>(c10::elementSize({pyname(e.arg)}))"
@@ -361,6 +364,9 @@ def _output(out: OutputRule, base: str, types: dict[str, str], name: str,
                 text = f"empty_in_order({sizes}, {{{order}}}, {options})"
             else:
                 text = f"at::empty_symint({sizes}, {options})"
+            if like is not None and out.layout.ranks:  # like's order at those ranks only
+                test = " || ".join(f"{pyname(like)}.dim() == {r}" for r in out.layout.ranks)
+                text = f"({test}) ? {text} : at::empty_symint({sizes}, {options})"
     return setup, text
 
 

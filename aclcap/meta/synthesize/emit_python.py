@@ -22,7 +22,9 @@ from aclcap.meta.synthesize.rules import (
     Expr,
     IntArg,
     ItemSize,
+    LayoutRule,
     LeadingDims,
+    ListLen,
     Numel,
     OpRule,
     OutputRule,
@@ -33,7 +35,7 @@ from aclcap.meta.synthesize.rules import (
 from aclcap.meta.synthesize.schema import SCALAR_TYPE_DEFAULTS, ArgSpec, OpSchema
 
 _LINE = 100  # the project's ruff line length, which the emitted module keeps too
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2}
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "**": 4}
 
 HEADER = '''"""Fake (meta) impls synthesized by `aclcap check-meta --synthesize` from real calls of
 each op's kernel.{extra}
@@ -77,6 +79,8 @@ def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
         return pyname(e.arg) if e.index is None else f"{pyname(e.arg)}[{e.index}]"
     if isinstance(e, ItemSize):
         return f"{pyname(e.arg)}.element_size()" if e.tensor else f"{pyname(e.arg)}.itemsize"
+    if isinstance(e, ListLen):
+        return f"len({pyname(e.arg)})"
     if isinstance(e, Unbacked):
         # get_ctx() asked for where the size is needed: on meta tensors it raises, and an
         # op whose data-dependent output is optional must still run there giving None
@@ -92,6 +96,9 @@ def expr_source(e: Expr | Unbacked | LeadingDims, prec: int = 0) -> str:
                 f"{expr_source(e.right, 0)})")
     if e.op == "ceil//":  # ceil(a / b) on SymInts, without floats: -(-a // b)
         return f"-(-{expr_source(e.left, 3)} // {expr_source(e.right, 3)})"
+    if e.op == "**":  # right-associative, binding tighter than unary minus's operand
+        text = f"{expr_source(e.left, 5)} ** {expr_source(e.right, 4)}"
+        return f"({text})" if prec > 4 else text
     own = _PRECEDENCE[e.op]
     # left-associative: the right operand of - and // needs parentheses at equal precedence
     text = f"{expr_source(e.left, own)} {e.op} {expr_source(e.right, own + 1)}"
@@ -178,10 +185,18 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
             text = f"{base}.new_empty({physical}, dtype={dtype}).permute({inverse})"
         else:
             text = f"{base}.new_empty({sizes}, dtype={dtype})"
+
     if out.none_when is not None:
         arg, condition = out.none_when
         text = f"None if {pyname(arg)} {condition} else {text}"
     return text
+
+
+def rank_test(tensor: str, ranks: tuple[int, ...]) -> str:
+    """`x.dim() == 2`, or `x.dim() in (2, 3)`."""
+    if len(ranks) == 1:
+        return f"{tensor}.dim() == {ranks[0]}"
+    return f"{tensor}.dim() in ({', '.join(map(str, ranks))})"
 
 
 def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str) -> list[str]:
@@ -192,6 +207,14 @@ def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str) -> li
         inner = [f"    {line}" for line in _output_lines(given, base, prefix, size_name)]
         rest = [f"    {line}" for line in _output_lines(absent, base, prefix, size_name)]
         return [f"    if {pyname(arg)} is not None:", *inner, "    else:", *rest]
+    if out.layout.ranks:  # the input's stride order at those ranks, contiguous at others
+        like = replace(out, layout=replace(out.layout, ranks=()))
+        plain = replace(out, layout=LayoutRule("contiguous"))
+        test = rank_test(pyname(out.layout.arg or ""), out.layout.ranks)
+        return [f"    if {test}:",
+                *(f"    {line}" for line in _output_lines(like, base, prefix, size_name)),
+                "    else:",
+                *(f"    {line}" for line in _output_lines(plain, base, prefix, size_name))]
     line = f"    {prefix}{output_source(out, base)}"
     if len(line) <= _LINE or not isinstance(out.shape, (tuple, AlongDim)) or \
             out.alias.kind == "input":
@@ -262,8 +285,8 @@ def evidence_sentences(rule: OpRule) -> list[str]:
     if rule.writes:
         out.append("Writes " + ", ".join(f"`{w}`" for w in rule.writes) + ".")
     out += [f"Schema defect: {d.message}." for d in rule.defects]
-    if rule.defects:  # one corrected line says every defect's fix at once
-        out.append(f"Corrected schema: {rule.defects[0].corrected_schema}")
+    if corrected := rule.corrected_schema():  # one line says every defect's fix at once
+        out.append(f"Corrected schema: {corrected}")
     out += [f"Note: {note}" for note in rule.notes]
     if rule.rank_guard is not None:
         guard = rule.rank_guard

@@ -21,11 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations, product
 
 import numpy as np
 
 from aclcap.meta.observe import ObservedCall
-from aclcap.meta.synthesize.rules import BinOp, Const, Dim, Expr, IntArg, ItemSize, Numel
+from aclcap.meta.synthesize.rules import (
+    BinOp,
+    Const,
+    Dim,
+    Expr,
+    IntArg,
+    ItemSize,
+    ListLen,
+    Numel,
+)
 
 MAX_SIZE = 5  # (numel + 1) // 2 is size 5; bigger fits few observations too easily
 CONSTANTS = (1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
@@ -36,6 +46,11 @@ COEFFICIENTS = (1, -1, 2, -2)
 MAX_OFFSET = 512
 SCALES = (1, 2, 4, 8)  # a divisor's constant factor
 MAX_ATOMS = 40  # varying terms a sum of products is built from (40 give 860 monomials)
+MAX_EXPONENT = 8  # a power's exponent: dims of a pseudo-coordinate, a spline's degree
+MAX_BASE = 64
+AFFINE_MIN_CALLS = 8
+AFFINE_MAX_ATOMS = 10  # C(10, 3) * 4**3 numerators per divisor, each over every offset
+AFFINE_OFFSET = 8
 
 
 @dataclass(frozen=True)
@@ -85,10 +100,11 @@ def terms(calls: Sequence[ObservedCall]) -> list[Term]:
             add(IntArg(name), [f.value for f in facts])
         elif all(isinstance(f.value, str) and _itemsize(f.value) for f in facts):
             add(ItemSize(name), [_itemsize(f.value) for f in facts])
-        elif all(isinstance(f.value, list) for f in facts) and \
-                len({len(f.value) for f in facts}) == 1:
-            for i in range(len(first.arg(name).value)):
-                add(IntArg(name, i), [f.value[i] for f in facts])
+        elif all(isinstance(f.value, list) for f in facts):
+            add(ListLen(name), [len(f.value) for f in facts])
+            if len({len(f.value) for f in facts}) == 1:
+                for i in range(len(first.arg(name).value)):
+                    add(IntArg(name, i), [f.value[i] for f in facts])
     for expr, values in numels:
         add(expr, values)
     for arg in first.args:  # a tensor's itemsize, where its dtype varies
@@ -224,8 +240,11 @@ def _search(target: Sequence[int], available: Sequence[Term]) -> Expr | None:
                 if np.array_equal(vec, want):
                     return expr
             levels[size] += made
-    return _scaled_division(want, [*levels[1], *levels.get(3, [])], levels[1]) or \
-        linear_combination(want, available)
+    small = [*levels[1], *levels.get(3, [])]
+    # A power before a sum of products: where calls vary one input at a time, a polynomial
+    # fits (degree + 1) ** D's few values too, and is wrong at the first joint change.
+    return _scaled_division(want, small, levels[1]) or _power(want, small, levels[1]) or \
+        linear_combination(want, available) or floored_affine(want, available)
 
 
 def _scaled_division(want: np.ndarray, numerators: list[tuple[Expr, np.ndarray]],
@@ -245,6 +264,62 @@ def _scaled_division(want: np.ndarray, numerators: list[tuple[Expr, np.ndarray]]
             if len(hits):
                 i, j = hits[0]
                 return BinOp(op, chunk[i][0], divisors[j][0])  # type: ignore[arg-type]
+    return None
+
+
+def _power(want: np.ndarray, bases: list[tuple[Expr, np.ndarray]],
+           atoms: list[tuple[Expr, np.ndarray]]) -> Expr | None:
+    """`b ** e`: b of size 3 at most, e a size or int argument (0..MAX_EXPONENT in every
+    call, varying): a spline basis's `(degree + 1) ** D`. Needs calls where both vary."""
+    exponents = [(e, v) for e, v in atoms if isinstance(e, (Dim, IntArg, ListLen))
+                 and len(set(v.tolist())) > 1 and v.min() >= 0 and v.max() <= MAX_EXPONENT]
+    if len(want) < 3 or not exponents:
+        return None
+    for base, bv in bases:
+        if bv.min() < 2 or bv.max() > MAX_BASE:
+            continue
+        for exponent, ev in exponents:
+            if np.array_equal(bv ** ev, want):
+                return BinOp("**", base, exponent)
+    return None
+
+
+def floored_affine(target: Sequence[int] | np.ndarray, available: Sequence[Term]
+                   ) -> Expr | None:
+    """`(c1 * t1 + c2 * t2 + c3 * t3 + c0) // d + k`: a strided window's count, as conv,
+    pool, unfold and frame stacking size their outputs (`(T + 2 * padding - K) // stride
+    + 1`). t are sizes and int arguments that vary, c in COEFFICIENTS, c0 within
+    AFFINE_OFFSET, d a size or int argument positive in every call, k 0 or 1; fewest terms
+    first. Needs AFFINE_MIN_CALLS calls at least: a floor fits few calls too easily."""
+    want = np.asarray(target, dtype=np.int64)
+    if len(want) < AFFINE_MIN_CALLS:
+        return None
+    atoms = [(t.expr, np.asarray(t.values, dtype=np.int64)) for t in available
+             if isinstance(t.expr, (Dim, IntArg, ListLen)) and len(set(t.values)) > 1]
+    atoms = atoms[:AFFINE_MAX_ATOMS]
+    divisors = [(e, v) for e, v in atoms if (v > 1).any() and (v > 0).all()]
+    if not atoms or not divisors:
+        return None
+    coef = np.array(COEFFICIENTS, dtype=np.int64)
+    offsets = np.arange(-AFFINE_OFFSET, AFFINE_OFFSET + 1, dtype=np.int64)
+    for count in range(1, 4):
+        for picks in combinations(range(len(atoms)), count):
+            for signs in product(coef, repeat=count):
+                if signs[0] < 0:  # a person writes the positive term first
+                    continue
+                base = sum(int(c) * atoms[i][1] for c, i in zip(signs, picks, strict=True))
+                numerators = base[None, :] + offsets[:, None]  # offset-major
+                for d, dv in divisors:
+                    quotient = numerators // dv[None, :]
+                    for k in (1, 0):
+                        hits = np.nonzero(((quotient + k) == want).all(axis=1) &
+                                          (numerators >= 0).all(axis=1))[0]
+                        if len(hits):
+                            parts = [(int(c), atoms[i][0]) for c, i in zip(signs, picks,
+                                                                        strict=True)]
+                            inner = _sum(parts, int(offsets[hits[0]]))
+                            out: Expr = BinOp("//", inner, d)
+                            return BinOp("+", out, Const(k)) if k else out
     return None
 
 
@@ -391,7 +466,11 @@ def evaluate(expr: Expr, call: ObservedCall) -> int:
     if isinstance(expr, ItemSize):
         arg = call.arg(expr.arg)
         return _itemsize(arg.tensor.dtype if expr.tensor else arg.value)
+    if isinstance(expr, ListLen):
+        return len(call.arg(expr.arg).value)
     a, b = evaluate(expr.left, call), evaluate(expr.right, call)
+    if expr.op == "**":
+        return a ** b if b >= 0 and b * max(a, 1).bit_length() < 64 else -1
     return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else -1,
             "ceil//": -(-a // b) if b else -1, "max": max(a, b), "min": min(a, b)}[expr.op]
 

@@ -40,6 +40,10 @@ from aclcap.meta.synthesize.schema import OpSchema
 
 HOLD_OUT_EVERY = 3
 ONE_RANK = "fitted on rank"  # a note's words where an output's rule covers one rank of it
+# A note's words where the calls' output strides follow no one layout rule (contiguous, an
+# input's stride order, one dense order): a kernel that keeps a 2-D input's layout and
+# copies a 3-D one through a reshape. A rank guard may settle it.
+LAYOUT_MIXED = "no one layout rule fits its calls"
 # A formula found only once the held-out calls join the fit is trusted when it is a term or
 # one operation on two: larger ones can fit a few calls by accident (n - n // x.shape[0]
 # fits min(n, x.shape[0]) while n < 2 * x.shape[0]).
@@ -346,19 +350,50 @@ def _layout(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: i
             if all(_same_strides(o, _dense_strides(o.shape, order(f))) for f, o in
                    zip(facts, outs, strict=True)):
                 return LayoutRule("like", arg=arg.name)
+    if (by_rank := _like_by_rank(calls, outs)) is not None:
+        return by_rank
     orders = {tuple(_order(o)) for o in outs if sum(n > 1 for n in o.shape) > 1}
     if len(orders) == 1 and all(len(o.shape) == len(outs[0].shape) for o in outs):
         order = orders.pop()
         if all(_same_strides(o, _dense_strides(o.shape, order)) for o in outs):
             return LayoutRule("order", order=order)
-    notes.append(f"output {index}'s strides {list(outs[0].strides)} are neither contiguous "
-                 "nor any input's stride order nor one dense order: emitted contiguous")
+    odd = next(o for o in outs if not _same_strides(o, _dense_strides(o.shape,
+                                                                     range(len(o.shape)))))
+    notes.append(f"output {index}'s layout: {LAYOUT_MIXED} (strides {list(odd.strides)} at "
+                 f"shape {list(odd.shape)}, contiguous elsewhere): emitted contiguous")
     return LayoutRule("contiguous")
 
 
 def _order(f: TensorFacts) -> list[int]:
     """Dims from the largest stride to the smallest."""
     return sorted(range(len(f.shape)), key=lambda d: (-f.strides[d], d))
+
+
+def _like_by_rank(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
+                  ) -> LayoutRule | None:
+    """An input's stride order at some of its ranks and contiguous at the others, each
+    shown by a call where the two differ: where no one layout rule fits every call."""
+    def contiguous(o: TensorFacts) -> bool:
+        return _same_strides(o, _dense_strides(o.shape, range(len(o.shape))))
+
+    for arg in calls[0].args:
+        facts = [c.arg(arg.name).tensor for c in calls]
+        if any(f is None for f in facts):
+            continue
+        like: dict[int, bool] = {}  # per rank: every call keeps the input's order
+        plain: dict[int, bool] = {}  # per rank: every call is contiguous
+        for f, o in zip(facts, outs, strict=True):
+            rank = len(f.shape)
+            keeps = len(o.shape) == rank and _same_strides(o, _dense_strides(o.shape,
+                                                                            _order(f)))
+            like[rank] = like.get(rank, True) and keeps
+            plain[rank] = plain.get(rank, True) and contiguous(o)
+        if not all(like[r] or plain[r] for r in like):
+            continue
+        like_ranks = tuple(sorted(r for r in like if like[r] and not plain[r]))
+        if like_ranks and any(plain[r] and not like[r] for r in like):
+            return LayoutRule("like", arg=arg.name, ranks=like_ranks)
+    return None
 
 
 def _alias(outs: Sequence[TensorFacts]) -> AliasRule:
@@ -648,16 +683,49 @@ def infer(op: OpOverload, calls: Sequence[ObservedCall],
     writes = [a.name for a in op._schema.arguments if a.name in written]
     schema = OpSchema.of(op)
     held = len(held_out(len(calls)))
-    return OpRule(qualname, schema.text(), outputs, writes, _defects(schema, outputs, writes),
+    partial = _partial_aliases(calls, outputs)
+    return OpRule(qualname, schema.text(), outputs, writes, _defects(schema, outputs, writes)
+                  + [SchemaDefect(m, "") for m in partial],
                   fitted_on=len(calls) - held, held_out=held, evidence=_evidence(calls),
-                  notes=notes, spec=schema, unproven=_unproven(calls, outputs, rejected),
-                  rank_guard=guard)
+                  notes=notes, spec=schema,
+                  unproven=_unproven(calls, outputs, rejected) + partial, rank_guard=guard)
+
+
+def _partial_aliases(calls: Sequence[ObservedCall], outputs: Sequence[OutputRule]
+                     ) -> list[str]:
+    """Outputs that are an input, or a view of one, in some calls of a regime and fresh in
+    others (a fast path at one token returning a slice): no fake can be both, and the
+    schema declares neither, so the rule is a guess there, named with the call."""
+    found = []
+    for i, rule in enumerate(outputs):
+        for call in calls:
+            out = call.outputs[i] if call.outputs and i < len(call.outputs) else None
+            if out is None or out.aliases is None or \
+                    regime_of(rule, call).alias.kind != "none":
+                continue
+            shapes = ", ".join(f"{a.name} {list(a.tensor.shape)}" for a in call.args
+                               if a.tensor is not None)
+            found.append(f"output {i} is a view of `{out.aliases}` at {shapes} and a fresh "
+                         "tensor at other sizes: no fake can be both, and the schema "
+                         "declares no alias; make the kernel return a copy there (or a view "
+                         "always, annotated in the schema)")
+            break
+    return found
 
 
 def _unsettled(outputs: Sequence[OutputRule], notes: Sequence[str]) -> bool:
     """A size no formula fits that no call showed following the data, or an output fitted
     on one of the ranks it came in: what a guard on the input's rank may settle."""
-    return any(map(_unshown, outputs)) or any(ONE_RANK in n for n in notes)
+    return any(map(_unshown, outputs)) or any(ONE_RANK in n or LAYOUT_MIXED in n
+                                               for n in notes)
+
+
+def _unsettled_layout(calls: Sequence[ObservedCall], count: int, optional: Sequence[str]
+                      ) -> bool:
+    """Over every call, what is left unsettled is an output's layout, not its sizes."""
+    notes: list[str] = []
+    outputs = [_output(calls, i, notes, optional) for i in range(count)]
+    return not any(map(_unshown, outputs)) and not any(ONE_RANK in n for n in notes)
 
 
 def _unshown(out: OutputRule) -> bool:
@@ -682,10 +750,13 @@ def _rank_guarded(calls: Sequence[ObservedCall], count: int, optional: Sequence[
         if _unsettled(outputs, notes):
             continue
         other = next(c for c in calls if c not in kept)
+        rank = len(other.arg(arg).tensor.shape)
         shown = next((f"output {i} {list(o.shape)}" for i, o in enumerate(other.outputs)
                       if o is not None), "its outputs")
-        why = (f"for `{arg}` of rank {len(other.arg(arg).tensor.shape)} the kernel gave "
-               f"{shown} from `{arg}` {list(other.arg(arg).tensor.shape)}, which follows no "
-               "formula of the input sizes")
+        why = (f"for `{arg}` of rank {rank} the kernel gave {shown} from `{arg}` "
+               f"{list(other.arg(arg).tensor.shape)}, which follows no formula of the input "
+               "sizes") if not _unsettled_layout(calls, count, optional) else (
+            f"for `{arg}` of rank {rank} the kernel lays its outputs out otherwise than for "
+            f"rank {', '.join(map(str, sorted(given)))}, and no one layout rule covers both")
         return RankGuard(arg, tuple(sorted(given)), why), kept, outputs, notes
     return None

@@ -17,6 +17,7 @@ import torch
 from aclcap._compat import OpOverload
 from aclcap.errors import first_line
 from aclcap.meta.fakecheck import fake_mismatches
+from aclcap.meta.messages import CALL_STEP, is_call_step
 from aclcap.meta.observe import (
     DECLARED,
     VARIATION,
@@ -24,13 +25,11 @@ from aclcap.meta.observe import (
     RecordedCall,
     observed_inputs,
 )
-from aclcap.meta.sample_inputs import SampleInput, samples_for
+from aclcap.meta.sample_inputs import SampleInput, samples_for, seed_all
 from aclcap.meta.synthesize.faults import FaultyCall, kernel_finding, observe_twice
 from aclcap.meta.variations import TIED, VALUES_REDRAWN, variations
 
 MAX_CALLS = 300  # per op: ~3 samples with their variations
-SEED = 0
-CALL_STEP = "call "  # the CheckStart step of one observed call: "call 12: x dim 0: 4 -> 8"
 AS_GIVEN = "as given"  # the description of a sample's own call, before its variations
 
 
@@ -87,7 +86,7 @@ def sources(qualname: str, device: str, dtypes: Sequence[torch.dtype],
     made = []
     declare = samples_for(qualname)
     if declare is not None:
-        torch.manual_seed(SEED)
+        seed_all()
         for dtype in dtypes:
             made += [Source(s) for s in declare(torch.device(device), dtype)]
     made += [Source(r.sample, r.call.phase, r.call.site) for r in harvested
@@ -116,7 +115,7 @@ def call_step(index: int, what: str) -> str:
 
 def crashed_call(step: str | None) -> tuple[int, str] | None:
     """(index, description) of the candidate call a crash happened in, from its step."""
-    if not step or not step.startswith(CALL_STEP):
+    if not is_call_step(step):
         return None
     index, _, what = step.removeprefix(CALL_STEP).partition(": ")
     return int(index), what
@@ -131,7 +130,7 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
     on each call too and its disagreements are kept."""
     seen = Observation()
     keys: set[str] = set()
-    torch.manual_seed(SEED)
+    seed_all()
     for index, (sample, phase, site, what) in enumerate(candidates(op, samples)):
         if len(seen.calls) >= limit:
             break
@@ -171,7 +170,7 @@ def samples_by_key(op: OpOverload, samples: Sequence[Source], keys: set[str]
                    ) -> list[SampleInput]:
     """The candidate calls whose keys are in `keys`, once each: the held-out calls again."""
     found: dict[str, SampleInput] = {}
-    torch.manual_seed(SEED)
+    seed_all()
     for sample, _, _, _ in candidates(op, samples):
         if sample is None:
             continue

@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from aclcap._compat import custom_op_def
 from aclcap._isolated import ChildDied, run_isolated
 from aclcap.build import BuildError, cache_root
 from aclcap.errors import UsageError
@@ -229,8 +230,9 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         if result.crashed:
             counts = Counter(result.crashed)
             result.rule.notes.append(
-                f"{len(result.crashed)} call(s) crashed the kernel and were skipped: " + "; ".join(
-                    what + (f" ({n} calls)" if n > 1 else "") for what, n in counts.items()))
+                f"{len(result.crashed)} call(s) crashed or hung the kernel and were "
+                "skipped: " + "; ".join(what + (f" ({n} calls)" if n > 1 else "")
+                                        for what, n in counts.items()))
         guard = result.rule.rank_guard
         if guard is not None:  # the fake refuses other ranks: no call of them verifies it
             calls = [c for c in calls if len(c.arg(guard.arg).tensor.shape) in guard.ranks]
@@ -257,18 +259,12 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
         for s in todo.values():
             s.verified[kind] = f"the emitted file fails to load: {exc}"
         return
-    shadowed = {o.qualname: o.meta_source for o in ops
-                if o.meta_kind in (MetaKind.PYTHON, MetaKind.PYTHON_META)}
     for op, s in todo.items():
         got = checked.get(op)
         # held-out calls are mostly aclcap's variations: a fault first seen there warns
         faults = (got.synthesis or {}).get("kernel_findings", []) if got is not None else []
         s.kernel_warnings += [f for f in faults if f not in s.kernel_findings + s.kernel_warnings]
-        if got is not None and got.status != Status.PASS and kind == "cpp" and op in shadowed:
-            s.verified[kind] = (f"not this kernel's verdict: the library's own fake "
-                                f"({shadowed[op]}) takes precedence over a C++ Meta kernel "
-                                "for fake tensors, and it fails; remove it to use this kernel")
-        elif got is None:
+        if got is None:
             s.verified[kind] = "the verifying worker never reached it"
         elif got.status != Status.PASS:
             s.verified[kind] = "; ".join(f.message for f in got.findings) or str(got.status)
@@ -339,6 +335,24 @@ def _build_cpp(rules: list[OpRule], probing: Future, header: str, cpp_out: Path)
     return _compile_in_child(cpp_out, cache_root() / "synthesized" / library_name(cpp_out))
 
 
+def _cpp_cannot_serve(done: list[Synthesis], ops: list[OpInfo]) -> None:
+    """Ops no C++ Meta kernel can serve, whatever the rule: torch asks a
+    torch.library.custom_op's own fake slot, and a library's Python fake takes precedence
+    over a C++ Meta kernel. Their rules stay Python's, said once in the C++ file; verifying
+    such a kernel would only fail, and hold the right Python fake back with it."""
+    kinds = {o.qualname: o for o in ops}
+    for s in done:
+        info = kinds.get(s.op)
+        if s.rule is None or info is None:
+            continue
+        if custom_op_def(s.op.removesuffix(".default")) is not None:
+            s.rule.no_cpp = ("a torch.library.custom_op: torch asks its own fake slot "
+                             "(register_fake), never a C++ Meta kernel")
+        elif info.meta_kind in (MetaKind.PYTHON, MetaKind.PYTHON_META):
+            s.rule.no_cpp = (f"the library's own fake, {file_names(info.meta_source)}, takes "
+                             "precedence over a C++ Meta kernel for fake tensors")
+
+
 def _not_registered(done: list[Synthesis], ops: list[OpInfo]) -> None:
     """An op whose C++ body runs on fake tensors while tracing (a C++ composite, a C++
     Autograd kernel) takes no fake: torch refuses register_fake on a composite, and either
@@ -368,15 +382,16 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
                python_out: Path | None, cpp_out: Path | None, diff_meta: bool = False,
                on_done: Callable[[str], None] | None = None
                ) -> tuple[list[Synthesis], Path | None, str]:
-    """Observe, infer, emit, verify, and emit again with the verdicts in the comments. One
-    verdict per op: a rule whose fake failed in either language is written, not registered,
-    in both files, the same reason above each. A language's machinery failing holds back no
-    fake of the other: a C++ file that does not build leaves the Python verdicts as they
-    are. The ops' syntheses, the library built from the C++ file (None if none was), and
-    the compiler's first error line where it did not build ("" otherwise)."""
+    """Observe, infer, emit, verify, and emit again with the verdicts in the comments. Each
+    language is judged alone: a fake that failed is written, not registered, in its own
+    file, the reason above it; the other language's fake stands or falls by itself, and a
+    C++ file that does not build leaves the Python verdicts as they are. The ops'
+    syntheses, the library built from the C++ file (None if none was), and the compiler's
+    first error line where it did not build ("" otherwise)."""
     library, not_built = None, ""
     done = observe_and_infer(ops, options, namespaces, diff_meta, on_done)
     _not_registered(done, ops)
+    _cpp_cannot_serve(done, ops)
     rules = [s.rule for s in done if s.rule is not None]
     registered = [s for s in done if s.rule is not None and not s.rule.unregistered]
     header = f"Op libraries: {', '.join(Path(lib).name for lib in options.libs) or 'none'}."
@@ -413,15 +428,30 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
             s.rule.notes = [file_names(note) for note in s.rule.notes]
             s.rule.unregistered = file_names(s.rule.unregistered)
     set_verdicts(done)
-    for s in registered:  # one rule, both files: a fake that failed is held back in both
-        if s.failures():
-            s.rule.unregistered = "verification failed (" + "; ".join(s.failures()) + ")"
+    # Each file holds back the fakes that failed in its own language only: a C++ kernel
+    # that failed never holds back the Python fake that passed, nor the reverse.
     if python_out is not None:
+        _hold_back(registered, "python")
         python_out.write_text(emit_python(rules, header=header))
     if cpp_out is not None:
+        _hold_back(registered, "cpp")
         cpp_out.write_text(emit_cpp(rules, header=header, signatures=probing.result(),
                                     not_built=not_built))
+    for s in registered:  # the report's word: what failed, in either language
+        if s.failures():
+            s.rule.unregistered = "verification failed (" + "; ".join(s.failures()) + ")"
     return done, library, not_built
+
+
+def _hold_back(registered: list[Synthesis], kind: str) -> None:
+    """Mark unregistered, for the file of language `kind`, each fake that failed there; a
+    rule that language never verified (its file did not build) takes the other's verdict,
+    for the same rule."""
+    for s in registered:
+        assert s.rule is not None
+        why = f"{kind}: {s.verified[kind]}" if s.verified.get(kind) else "" \
+            if kind in s.verified else "; ".join(s.failures())
+        s.rule.unregistered = f"verification failed ({why})" if why else ""
 
 
 def _step_data_dependent(rule: OpRule, calls: list[ObservedCall]) -> bool:

@@ -43,6 +43,13 @@ class IntArg:
 
 
 @dataclass(frozen=True)
+class ListLen:
+    """The length of an int[] argument (`len(seq_lens)`: a batch of host lengths)."""
+
+    arg: str
+
+
+@dataclass(frozen=True)
 class ItemSize:
     """Bytes per element of a ScalarType argument's dtype (`dtype.itemsize`), or of a
     tensor argument's (`tensor`): packed storage sized in another dtype's elements."""
@@ -54,14 +61,15 @@ class ItemSize:
 @dataclass(frozen=True)
 class BinOp:
     """`left op right`; "//" floors and "ceil//" rounds up (emitted as -(-a // b)); "max" is
-    the larger (a broadcast dim), "min" the smaller (`x[:n]`)."""
+    the larger (a broadcast dim), "min" the smaller (`x[:n]`); "**" a power whose exponent
+    is a size or int argument (a spline basis's `(degree + 1) ** D`)."""
 
-    op: Literal["+", "-", "*", "//", "ceil//", "max", "min"]
+    op: Literal["+", "-", "*", "//", "ceil//", "max", "min", "**"]
     left: Expr
     right: Expr
 
 
-Expr = Const | Dim | Numel | IntArg | ItemSize | BinOp
+Expr = Const | Dim | Numel | IntArg | ListLen | ItemSize | BinOp
 
 
 @dataclass(frozen=True)
@@ -153,6 +161,9 @@ class LayoutRule:
     kind: Literal["contiguous", "like", "order"]
     arg: str | None = None
     order: tuple[int, ...] = ()
+    # like only for `arg` of these ranks, contiguous for the others (a kernel that keeps a
+    # 2-D input's layout and copies a 3-D one through a reshape); () for every rank.
+    ranks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -204,7 +215,7 @@ class SchemaDefect:
     """What the kernel does that its schema does not say, with the corrected schema."""
 
     message: str  # "writes `cache` but the schema does not mark it mutable"
-    corrected_schema: str
+    corrected_schema: str  # "" where no schema says it (an alias at some sizes only)
 
 
 @dataclass
@@ -229,16 +240,28 @@ class OpRule:
     # never called verified while any is left.
     unproven: list[str] = field(default_factory=list)
     rank_guard: RankGuard | None = None
+    # Why no C++ Meta kernel could serve this op, whatever its rule (a custom_op, whose fake
+    # slot torch asks instead; the library's own fake, which takes precedence): "" for none.
+    no_cpp: str = ""
 
     def unbacked(self) -> list[Unbacked]:
         """The data-dependent sizes of every output, in every regime."""
         return [e for o in self.outputs for e in o.sizes() if isinstance(e, Unbacked)]
 
+    def corrected_schema(self) -> str:
+        """The one schema line that fixes every defect a schema can fix ("" for none)."""
+        return next((d.corrected_schema for d in self.defects if d.corrected_schema), "")
+
     def python_only(self) -> str:
         """Why the C++ file has no Meta kernel for this rule ("" where it has one)."""
+        if self.no_cpp:
+            return self.no_cpp
         if self.unbacked():
             return ("an output size is data-dependent (no formula over the inputs fits). A "
                     "C++ Meta kernel cannot make an unbacked SymInt")
+        if any(_has_power(e) for o in self.outputs for e in o.sizes()):
+            return ("an output size is a power with a symbolic exponent, which c10::SymInt "
+                    "has no operation for")
         if any(o.given is not None for o in self.outputs):
             return ("its rule has regimes of an optional argument (given / None), which the "
                     "C++ emitter does not write yet")
@@ -247,3 +270,8 @@ class OpRule:
     def schema_spec(self) -> OpSchema:
         """The structured schema the emitters read: never the printed line, re-parsed."""
         return self.spec if self.spec is not None else OpSchema.parse(self.schema)
+
+
+def _has_power(e: object) -> bool:
+    return isinstance(e, BinOp) and (e.op == "**" or _has_power(e.left) or
+                                     _has_power(e.right))
