@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import socket
 from pathlib import Path
 
@@ -103,9 +104,10 @@ def test_a_deadlock_is_diagnosed_within_the_timeout_and_no_rank_is_left():
     assert run.code == 1, run.stderr
     line = run.stderr.strip().splitlines()[-1]
     assert "deadlock: no rank progress within --timeout 12 s" in line
-    # rank 1 either still waits in its extra all_reduce or has raised from it by then
-    assert "rank 1 waits in all_reduce (distributed_c10d.py) at tp_divergent.py:39" in line \
-        or "rank 1 raised" in line, line
+    # rank 1 either still waits in its extra all_reduce or has raised from it by then; on a
+    # loaded machine its stack may be dumped in c10d's logging wrapper around the call
+    assert re.search(r"rank 1 waits in (all_reduce \(distributed_c10d|wrapper \(c10d_logger)"
+                     r"\.py\) at tp_divergent\.py:39", line) or "rank 1 raised" in line, line
     assert not _rank_processes()
 
 
