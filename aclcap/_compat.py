@@ -216,6 +216,25 @@ def fx_config() -> Any:
     return config
 
 
+def export_guards_hold(program: Any, args: tuple) -> bool | None:
+    """Whether an exported program's own guards hold for `args` (its inputs, flat as
+    export took them): those its range constraints cannot say (`s // 2 != 1` leaves the
+    range [2, oo]), which AOTInductor's artifact does not check. None where this torch's
+    unlifted module has no guard function (`_guards_fn`, torch 2.9 on)."""
+    from torch.utils._pytree import tree_leaves
+
+    guards = getattr(program.module(), "_guards_fn", None)
+    if guards is None:
+        return None
+    try:
+        guards(*tree_leaves(args))
+    except AssertionError:
+        return False
+    except TypeError:  # another calling convention: not judged here
+        return None
+    return True
+
+
 def int_oo() -> Any:
     """The symbolic infinity of a dim's range."""
     from torch.utils._sympy.numbers import int_oo as infinity

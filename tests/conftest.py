@@ -64,7 +64,11 @@ def aclcap(*args: str, **env_vars: str) -> Run:
 
     from aclcap.cli import app
 
-    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **env_vars})
+    # --debug sets ACLCAP_DEBUG in this process for its workers; CliRunner restores only
+    # the variables it was given, so the run's own are given (and restored) too: a leak
+    # would keep C++ backtraces in the reasons of every later subprocess test
+    debug = {"ACLCAP_DEBUG": os.environ.get("ACLCAP_DEBUG")}
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **debug, **env_vars})
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Run(result.exit_code, result.stdout, result.stderr)

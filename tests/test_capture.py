@@ -75,6 +75,22 @@ def test_tiny_llama_float32_matches_eager(tiny_fp32):
     assert totals["memory_over_largest"] == 1.0
 
 
+def test_a_size_guard_no_range_can_say_gets_the_artifact_whose_guards_hold(tmp_path):
+    """`tokens // 2 == 1`: export's range for 4 and 8 is [2, oo], which holds 2 and 3 too;
+    an artifact never replays the branch of another size (a false fail before, issue 50)."""
+    run = capture(str(MODELS / "size_parity_branch.py"), "--device", "cpu",
+                  ACLCAP_CACHE_DIR=str(tmp_path))
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert [(r["size"], r["status"]) for r in doc["results"]] == [
+        (s, "pass") for s in (1, 2, 3, 4, 8)]
+    assert [a["sizes"] for a in doc["backend"]["artifacts"]] == [[1], [2, 3], [4, 8]]
+    again = capture(str(MODELS / "size_parity_branch.py"), "--device", "cpu",
+                    ACLCAP_CACHE_DIR=str(tmp_path))  # warm: the ranges from the index
+    assert [(r["size"], r["status"]) for r in again.json()["results"]] == [
+        (s, "pass") for s in (1, 2, 3, 4, 8)]
+
+
 def test_fail_on_recompile_exits_1_naming_the_recompile(tiny_fp32):
     run = capture(TINY, "--shapes", "1,2,4", "--device", "cpu", "--fail-on-recompile",
                   ACLCAP_CACHE_DIR=tiny_fp32[2])
@@ -369,3 +385,22 @@ def test_trace_reads_the_same_graphs_with_or_without_the_compile_log():
     assert alone.ops_per_graph == logged.ops_per_graph
     assert alone.recompiles == [] and logged.recompiles == log.compiles
     assert [c.size for c in log.compiles][:1] == [4]
+
+
+@pytest.mark.parametrize("mode", [[], ["--graph-mode", "piecewise"],
+                                  ["--cpu-mechanism", "inductor"]],
+                         ids=["full", "piecewise", "inductor"])
+def test_a_step_that_pins_its_size_is_traced_with_the_size_suggested_and_passes(
+        tmp_path, mode):
+    """`if x.shape[0] == 8`: a required dynamic size refused it ("Constraints violated ...
+    If you're using mark_dynamic", which the user never called), and a helper's eager-only
+    host read was blamed instead (issue 50). Traced again with the size suggested, each size
+    is compiled where the step's guards put it, in every mode."""
+    run = capture(str(MODELS / "size_pinned_eager_read.py"), "--shapes", "2,4,8",
+                  "--device", "cpu", *mode, ACLCAP_CACHE_DIR=str(tmp_path))
+    assert run.code == 0, run.stdout + run.stderr
+    doc = run.json()
+    assert [(r["size"], r["status"]) for r in doc["results"]] == [
+        (2, "pass"), (4, "pass"), (8, "pass")]
+    assert doc["host_reads"] == [] and doc["trace"]["error"] is None
+    assert doc["trace"]["size_pinned"]["line"] == 17

@@ -18,6 +18,7 @@ EXPECTED = [
     "_abstract_fn", "_backend_fns", "_backward_fn", "_init_fn", "_resolve_op_name",
     "_setup_context_fn", "_torch_dispatch_fns", "_vmap_fn",
     "_codegen",  # torch.fx.Graph's
+    "_guards_fn",  # an exported program's unlifted module's guard check (torch >= 2.9)
     "_forward_context",  # vLLM's forward context global (vllm.forward_context), not torch's
     "torch._guards.CompileContext",  # the frame being compiled (piecewise guards)
     "torch._inductor.compile_fx.compile_fx",  # Inductor as a callable backend with options
@@ -36,7 +37,8 @@ EXPECTED = [
     "torch._subclasses.fake_tensor.FakeTensorMode",
     "torch.distributed._functional_collectives.AsyncCollectiveTensor",
     "torch.fx.experimental._config", "torch.utils._python_dispatch.TorchDispatchMode",
-    "torch.utils._pytree", "torch.utils._sympy.numbers.int_oo",
+    "torch.utils._pytree", "torch.utils._pytree.tree_leaves",
+    "torch.utils._sympy.numbers.int_oo",
 ]
 # Attributes of torch's op objects read all over the package: the same since torch 1.x on
 # every OpOverload (`_schema`, `_overloadname`) and packet (`_qualified_op_name`), which

@@ -267,6 +267,7 @@ def _capture_step(step: StepContext, options: CaptureOptions,
 
         trace = trace_model(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path,
                             step.dims, log if step.backend.compile_log_in_trace else None)
+    step.size_suggested = trace.size_pinned is not None  # the backends mark as it traced
     mechanism = step.backend.mechanism
     report = CaptureReport(step.spec.name, step.device, step.dtype_name, mechanism, [], trace,
                            options.fullgraph, options.fail_on_recompile,
@@ -287,8 +288,10 @@ def _capture_step(step: StepContext, options: CaptureOptions,
         # One graph per size cannot hold a value read on the host (nor can a step traced
         # to pieces whose shapes the value decides): nothing is captured.
         unique = {(r.reader.file, r.reader.line): r for r in reads if r.reader}
+        # the trace's own failure too: the read explains it, and it is what torch said
+        said = [trace.error_line()] if trace.error else []
         report.rows = failed_rows(sizes, mechanism, [read_reason(r, step.device)
-                                                     for r in unique.values()])
+                                                     for r in unique.values()] + said)
         return report
     if trace.custom_ops_wrong_meta:
         # A graph compiled from a wrong fake allocates wrong buffers: running it can write

@@ -16,7 +16,7 @@ import torch
 
 from aclcap._compat import OpOverload, OpOverloadPacket, op_names
 from aclcap._tensors import clone_tensors
-from aclcap.capture.trace_report import GraphBreak, TraceReport
+from aclcap.capture.trace_report import GraphBreak, TraceReport, data_dependent
 from aclcap.draw_state import restore
 from aclcap.errors import first_line, first_text_line, innermost, summary
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
@@ -181,8 +181,27 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
     order, logged = sorted(inputs_by_size, reverse=True), log is not None and log.runs_eagerly
     if not logged:
         log, order = CompileLog("eager", model_file), order[:1]
+    pinned = None
     try:
-        compile_over_sizes(model, _restored(inputs_by_size, order), dims or [], log)
+        try:
+            compile_over_sizes(model, _restored(inputs_by_size, order), dims or [], log)
+        except Exception as exc:
+            if not pins_its_size(exc):
+                raise
+            # The step pins its own size (`if x.shape[0] == 8`), which a required dynamic
+            # dim refuses: traced again with the size only suggested, Dynamo specializes
+            # where the step does, and the export splits by its guards (issue 50).
+            pinned = _tracing_failure(exc, model_file)
+            log.reset()
+            compile_over_sizes(model, _restored(inputs_by_size, order), dims or [], log,
+                               maybe=True)
+            if any(data_dependent(r) for r in log.break_reasons):
+                # What pinned the size was a value read on the host (`lengths.tolist()`
+                # feeding `torch.split`): the failure stands, a data-dependent one.
+                return TraceReport(graph_count=0, custom_ops_outside_graph=[
+                    {"op": name, "reason": "tracing failed before any graph"}
+                    for name in recorder.seen], error={**pinned, "data_dependent": True},
+                    recompiles=[])
     except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
         return TraceReport(graph_count=0, custom_ops_outside_graph=[
             {"op": name, "reason": "tracing failed before any graph"}
@@ -223,4 +242,12 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
              meta_missing else f"runs eagerly between graphs{where}"} for name in outside],
         custom_ops_wrong_meta=wrong_meta,
         recompiles=log.compiles if logged else [],
+        size_pinned=pinned,
     )
+
+
+def pins_its_size(exc: Exception) -> bool:
+    """Dynamo refused a required dynamic size that the step specializes (a constraint
+    violation with no data-dependent size in it)."""
+    text = str(innermost(exc))
+    return "Constraints violated" in text and not data_dependent(text)

@@ -13,9 +13,17 @@ from typing import Any
 from aclcap.graph.compiles import Compile
 
 # A tracing failure that a value read on the host leads to: the read is traced (into an
-# unbacked size) and the failure comes where that size meets a guard, a line later.
-_DATA_DEPENDENT = re.compile(r"data.dependent|DataDependent|unbacked|Constraints violated",
-                             re.IGNORECASE)
+# unbacked size) and the failure comes where that size meets a guard, a line later. A
+# constraint violation is one only where it names an unbacked size (u0): otherwise the step
+# pinned its own token count (`if x.shape[0] == 8`), which no host read explains (issue 50).
+_DATA_DEPENDENT = re.compile(r"data.dependent|DataDependent|unbacked", re.IGNORECASE)
+_UNBACKED = re.compile(r"\bu\d+\b")
+
+
+def data_dependent(reason: str) -> bool:
+    """A trace failure that a value read on the host leads to."""
+    return bool(_DATA_DEPENDENT.search(reason)) or (
+        "Constraints violated" in reason and bool(_UNBACKED.search(reason)))
 
 
 def _as_typed(path: str) -> str:
@@ -48,6 +56,9 @@ class TraceReport:
     error: dict[str, Any] | None = None
     # Every compile across the capture sizes, in capture order (the first, then recompiles).
     recompiles: list[Compile] = field(default_factory=list)
+    # Where the step pins its own size, which a required dynamic size refused (file, line,
+    # reason, as `error`): the step was traced with its size only suggested dynamic.
+    size_pinned: dict[str, Any] | None = None
 
     def error_line(self) -> str | None:
         """The failure in one line, with the op, the model line and what to run next."""
@@ -77,8 +88,8 @@ class TraceReport:
         """Whether the traced step makes a host read the eager step made at `file:line`: a
         graph break or the tracing failure passes through that line, or the tracing failed
         on a data-dependent value (its line is the consumer's, not the read's)."""
-        return self.passes_through(file, line) or (self.error is not None and bool(
-            _DATA_DEPENDENT.search(self.error["reason"])))
+        return self.passes_through(file, line) or (self.error is not None and (
+            self.error.get("data_dependent", False) or data_dependent(self.error["reason"])))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -152,8 +152,16 @@ class CompileLog:
         self.graphs: list[list[LoggedGraph]] = []
         self.breaks: list[int] = []
         self.out_specs: list[str] = []
+        # Why Dynamo broke the graph, each reason once over every call (its counters keep
+        # no place): a data-dependent operator is a value the step reads on the host.
+        self.break_reasons: list[str] = []
         self._graphs: list[tuple[LoggedGraph, dict[str, list[int]]]] = []
         self._args: list[Any] = []
+
+    def reset(self) -> None:
+        """Forget every compile: the step is traced again from the start."""
+        self.compiles, self.graphs, self.breaks, self.out_specs = [], [], [], []
+        self.break_reasons = []
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         user = {id(a) for a in self._args}
@@ -171,11 +179,14 @@ class CompileLog:
         counters, failures = dynamo_counters(), guard_failures()
         seen = {code: len(reasons) for code, reasons in failures.items()}
         breaks = sum(counters["graph_break"].values())
+        known = dict(counters["graph_break"])
         self._graphs, self._args = [], pytree.tree_leaves(args)
         try:
             out = fn(*args)
         finally:
             self._args = []
+            self.break_reasons += [r for r, n in counters["graph_break"].items()
+                                   if n > known.get(r, 0) and r not in self.break_reasons]
         if not self._graphs:
             return out
         new = [r for code, reasons in failures.items() for r in reasons[seen.get(code, 0):]]
@@ -200,28 +211,33 @@ class CompileLog:
         return [c for c in self.compiles if c.kind == GUARD]
 
 
-def mark_size_dims(args: tuple, dims: list[list[int]], size: int) -> tuple:
+def mark_size_dims(args: tuple, dims: list[list[int]], size: int, maybe: bool = False
+                   ) -> tuple:
     """Mark each input's size dims dynamic (sizes >= 2: Dynamo specializes 0 and 1). Where a
     host list's length is the size (`seq_lens`), the step's graph holds that length as a
     constant, so the size cannot be dynamic: it is only suggested (`maybe_mark_dynamic`)
-    and Dynamo compiles per size, as a device graph is captured per size anyway."""
+    and Dynamo compiles per size, as a device graph is captured per size anyway. `maybe`
+    suggests every size dim only: for a step that pins its own size (`if x.shape[0] == 8`),
+    which a required dynamic dim refuses."""
     hosted = any(ds and not isinstance(a, torch.Tensor) for a, ds in zip(args, dims,
                                                                          strict=False))
     if size >= 2:
         for arg, ds in zip(args, dims, strict=False):
             for d in ds if isinstance(arg, torch.Tensor) else ():
-                mark_dynamic(arg, d, maybe=hosted)
+                mark_dynamic(arg, d, maybe=hosted or maybe)
     return args
 
 
 def compile_over_sizes(model: torch.nn.Module, inputs: Iterable[tuple[int, tuple]],
-                       dims: list[list[int]], log: CompileLog) -> list[Compile]:
+                       dims: list[list[int]], log: CompileLog, maybe: bool = False
+                       ) -> list[Compile]:
     """Compile `model` over (size, inputs) in order with the backend's dynamic settings and
-    return every compile. Resets Dynamo first, so that no earlier guard is reused."""
+    return every compile (`maybe`: mark_size_dims'). Resets Dynamo first, so that no
+    earlier guard is reused."""
     reset_dynamo()
     compiled = torch.compile(model, backend=log.backend)
     with torch.no_grad():
         for size, args in inputs:
-            log.call(compiled, size, mark_size_dims(args, dims, size))
+            log.call(compiled, size, mark_size_dims(args, dims, size, maybe))
     reset_dynamo()
     return log.compiles

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from aclcap._compat import OpOverload, int_oo
+from aclcap._compat import OpOverload, export_guards_hold, int_oo
 from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, first_line
 from aclcap.size_dims import SizeDim, sizes_within
@@ -176,13 +176,17 @@ class SizeRange:
     program: torch.export.ExportedProgram | None
     lifted: tuple[str, ...] = ()
     example: tuple | None = None
+    # Sizes within lo..hi whose guards the program fails (`s // 2 != 1`: not 2 nor 3)
+    excluded: tuple[int, ...] = ()
 
     def covers(self, size: int) -> bool:
-        return self.lo <= size and (self.hi is None or size <= self.hi)
+        return self.lo <= size and (self.hi is None or size <= self.hi) and \
+            size not in self.excluded
 
     def label(self) -> str:
-        return f"{self.lo}+" if self.hi is None else \
+        text = f"{self.lo}+" if self.hi is None else \
             str(self.lo) if self.lo == self.hi else f"{self.lo}-{self.hi}"
+        return text + (" where its guards hold" if self.excluded else "")
 
 
 def _size_range(program: torch.export.ExportedProgram, example: tuple, dims: list[list[int]]
@@ -253,9 +257,22 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
         except Exception as exc:
             raise CaptureError(f"torch.export failed at size {top} even split by size "
                                f"range: {first_line(exc)}") from exc
-        ranges.append(SizeRange(lo, hi, program, lifted, example))
+        ranges.append(SizeRange(lo, hi, program, lifted, example,
+                                _failing(model, program, inputs, sizes, lo, hi, lifted)))
         left = [s for s in left if not ranges[-1].covers(s)]
     return ranges[::-1]
+
+
+def _failing(model: torch.nn.Module, program: torch.export.ExportedProgram,
+             inputs: Callable[[int], tuple], sizes: list[int], lo: int, hi: int | None,
+             lifted: tuple[str, ...]) -> tuple[int, ...]:
+    """The sizes within lo..hi whose guards `program` fails: a guard its range cannot say
+    (`s // 2 != 1` leaves [2, oo]), which the artifact would not check, replaying the
+    branch of another size (issue 50)."""
+    buffers = dict(model.named_buffers())
+    state = tuple(buffers[name] for name in lifted)
+    return tuple(s for s in sizes if lo <= s and (hi is None or s <= hi) and
+                 export_guards_hold(program, tuple(inputs(s)) + state) is False)
 
 
 def _per_size(model: torch.nn.Module, inputs: Callable[[int], tuple], dims: list[list[int]],

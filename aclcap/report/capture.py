@@ -269,6 +269,10 @@ def trace_lines(result: CaptureReport) -> list[str]:
              f"ops per graph {trace.ops_per_graph}{cached}"]
     if failure := trace.error_line():
         lines.append(f"  {failure}")
+    if pinned := trace.size_pinned:
+        lines.append(f"  the step pins its size at {short_paths(pinned['file'])}:"
+                     f"{pinned['line']}: traced with the size suggested dynamic, not "
+                     "required; each size is compiled where the step's guards put it")
     for br in trace.graph_breaks:
         lines.append(f"  break at {short_paths(br.file)}:{br.line}: {br.reason}")
     lines.append("custom ops in graph: " + (", ".join(trace.custom_ops_in_graph) or "none"))

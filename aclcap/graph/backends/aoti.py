@@ -394,7 +394,8 @@ class AotiBackend:
         self.phases_s = {}
         started = time.perf_counter()
         if log is not None and not log.compiles:  # else the trace compiled it already
-            compile_over_sizes(step.model, ((s, step.inputs(s)) for s in order), step.dims, log)
+            compile_over_sizes(step.model, ((s, step.inputs(s)) for s in order), step.dims, log,
+                               step.size_suggested)
             self.phases_s["compile_log"] = round(time.perf_counter() - started, 3)
         loaded: list[tuple[SizeRange, Any, Path]] = []
         first_runs = 0.0

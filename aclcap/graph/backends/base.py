@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from aclcap.graph.compiles import mark_size_dims
 from aclcap.graph.padding import pad_to
 from aclcap.loading.model_file import ModelSpec, make_step_inputs, pad_step_inputs
 
@@ -33,6 +34,13 @@ class StepContext:
     # Positions of the inputs that are host values (aclcap/host_values.py), found when the
     # size dims are probed: a property of the step, not of one draw.
     hosts: tuple[int, ...] = ()
+    # The step pins its own size (`if x.shape[0] == 8`), as its trace found: its size dims
+    # are only suggested dynamic (compiles.mark_size_dims), never required.
+    size_suggested: bool = False
+
+    def mark(self, args: tuple, size: int) -> tuple:
+        """`args` with their size dims marked dynamic for torch.compile, as the trace did."""
+        return mark_size_dims(args, self.dims, size, self.size_suggested)
 
     def inputs(self, size: int) -> tuple:
         """Fresh inputs of one step at `size`."""

@@ -23,7 +23,7 @@ from aclcap._tensors import clone_tensors
 from aclcap.draw_state import restore
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
-from aclcap.graph.compiles import CompileLog, mark_size_dims
+from aclcap.graph.compiles import CompileLog
 
 MECHANISMS = {"cuda": "cudagraph", "npu": "aclgraph"}
 # Ascend's eager kernels are what NPUGraph records; inductor targets CUDA.
@@ -106,7 +106,7 @@ class DeviceGraphBackend:
         compiled = torch.compile(step.model, backend=log.backend)
         stream = self.mod.Stream()
         order = sorted(sizes, reverse=True)  # largest first: smaller graphs reuse its pool
-        statics = {size: mark_size_dims(step.inputs(size), step.dims, size) for size in order}
+        statics = {size: step.mark(step.inputs(size), size) for size in order}
         mutated = {size: self._warm_up(compiled, stream, size, statics[size], log)
                    for size in order}
         self.facts.compiles = len(log.compiles)

@@ -28,7 +28,7 @@ from aclcap.build import cache_root
 from aclcap.draw_state import restore
 from aclcap.errors import CaptureError, first_line
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
-from aclcap.graph.compiles import CompileLog, mark_size_dims
+from aclcap.graph.compiles import CompileLog
 from aclcap.graph.options import StepOptions
 
 
@@ -83,7 +83,7 @@ class InductorBackend:
         for size in order:
             if on_size:
                 on_size(size)
-            static = mark_size_dims(step.inputs(size), step.dims, size)
+            static = step.mark(step.inputs(size), size)
             restore(static)
             t0 = time.perf_counter()
             try:

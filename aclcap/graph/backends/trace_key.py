@@ -92,7 +92,8 @@ def read_index(path: Path) -> list[tuple[SizeRange, Path]] | None:
     every artifact is still there; None otherwise (the caller exports)."""
     try:
         entries = json.loads(path.read_text())["ranges"]
-        ranges = [(SizeRange(e["lo"], e["hi"], None, tuple(e["lifted"])),
+        ranges = [(SizeRange(e["lo"], e["hi"], None, tuple(e["lifted"]),
+                             excluded=tuple(e.get("excluded", ()))),
                    path.parent / e["artifact"]) for e in entries]
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -106,7 +107,8 @@ def write_index(path: Path, ranges: list[tuple[SizeRange, Path]]) -> None:
     """Atomically, as the artifacts are: a concurrent run never reads half an index."""
     partial = path.with_suffix(f".{os.getpid()}.partial")
     partial.write_text(json.dumps({"ranges": [
-        {"lo": r.lo, "hi": r.hi, "artifact": artifact.name, "lifted": list(r.lifted)}
+        {"lo": r.lo, "hi": r.hi, "artifact": artifact.name, "lifted": list(r.lifted),
+         "excluded": list(r.excluded)}
         for r, artifact in ranges]}))
     with contextlib.suppress(OSError):
         partial.replace(path)

@@ -24,11 +24,17 @@ from typing import Any
 import torch
 from torch.export import Dim
 
-from aclcap._compat import compiling_frame, frame_compiler, inductor_compiler, op_names
+from aclcap._compat import (
+    compiling_frame,
+    frame_compiler,
+    inductor_compiler,
+    op_names,
+    reset_dynamo,
+)
 from aclcap.errors import CaptureError, UsageError, first_line
 from aclcap.graph.backends.aoti import AotiBackend
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
-from aclcap.graph.compiles import CompileLog, mark_size_dims
+from aclcap.graph.compiles import CompileLog
 from aclcap.graph.export import is_size_guard
 from aclcap.graph.options import StepOptions
 from aclcap.graph.piecewise.layout import program_inputs, same_layout
@@ -50,17 +56,20 @@ class PiecewiseSummary(BackendSummary):
     piecewise: dict[str, Any] | None = None  # pieces, split ops, per-size graphs
 
 
-def _guards_kept(hosted: frozenset[str]) -> Callable[[list], list[bool]]:
+def _guards_kept(hosted: frozenset[str], every: bool = False) -> Callable[[list], list[bool]]:
     """The step's own frame (the first one compiled: its forward) runs without
     Dynamo's guards, as vLLM runs its one graph, but for the length of a host list input
     (`seq_lens`, one per token): the traced code unpacks it item by item, so each length
     compiles its own. Every other frame (a frame resumed after a graph break, a library
     wrapper such as transformers' deprecation decorator, whose one code object serves many
     callers) keeps its guards: without them, its first caller's compile ran for every later
-    caller and every size (issue 50: jetmoe's `KeyError: 'input_ids'`)."""
+    caller and every size (issue 50: jetmoe's `KeyError: 'input_ids'`). `every`: a step
+    that pins its own size keeps every guard, each of its graphs serving its own sizes."""
     top: list[int | None] = []
 
     def keep(entries: list) -> list[bool]:
+        if every:
+            return [True] * len(entries)
         frame = compiling_frame()
         if not top:  # the step's forward is the first frame entered, so compiled first
             top.append(frame)
@@ -69,6 +78,22 @@ def _guards_kept(hosted: frozenset[str]) -> Callable[[list], list[bool]]:
         return [e.name in hosted and e.guard_type.endswith("LENGTH") for e in entries]
 
     return keep
+
+
+class _SizePinned(CaptureError):
+    """A piece's export met a guard on the size: the step pins its own size."""
+
+
+def _static_export(piece: Piece, gm: torch.fx.GraphModule, args: tuple
+                   ) -> torch.export.ExportedProgram:
+    """The piece exported with every size static (its inputs' own shapes)."""
+    try:
+        with torch.no_grad():
+            return torch.export.export(gm, tuple(same_layout(a) if isinstance(a, torch.Tensor)
+                                                 else a for a in args))
+    except Exception as exc:
+        raise CaptureError(f"piecewise: torch.export of piece {piece.index} failed even "
+                           f"static: {first_line(exc)}") from exc
 
 
 def _learn_host_symbols(step: StepContext, size: int) -> None:
@@ -80,7 +105,7 @@ def _learn_host_symbols(step: StepContext, size: int) -> None:
     probe = torch.compile(step.model, backend="eager")
     with torch.no_grad():
         for _ in range(2):
-            probe(*mark_size_dims(step.inputs(size), step.dims, size))
+            probe(*step.mark(step.inputs(size), size))
     # The probe's compiled code goes (as Dynamo's reset_code_caches drops it, without
     # the automatic-dynamic state that function drops too): the step's first compile is
     # then a first compile in the compile log, not a backend mismatch.
@@ -262,7 +287,7 @@ class PiecewiseAotiBackend:
             raise CaptureError(f"piecewise: piece {piece.index} takes an opaque value "
                                f"({opaque}), which an AOTI artifact cannot carry: "
                                "--cpu-mechanism auto compiles such a piece with Inductor")
-        exported = None
+        exported, shapes = None, None
         if mechanism == "inductor":
             why = "--cpu-mechanism inductor"
         elif opaque:
@@ -275,13 +300,22 @@ class PiecewiseAotiBackend:
                         gm, tuple(same_layout(a) if isinstance(a, torch.Tensor) else a
                                   for a in args), dynamic_shapes=_dynamic_shapes(gm))
             except Exception as exc:
+                if is_size_guard(exc) and not self._step.size_suggested:
+                    raise _SizePinned(f"piecewise: torch.export of piece {piece.index} "
+                                      f"failed: {first_line(exc)}") from exc
+                if is_size_guard(exc):
+                    # The step pins its size: this piece is exported for these shapes
+                    # alone, and each other size compiles its own.
+                    shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+                    exported = _static_export(piece, gm, args)
                 # A piece whose graph specializes its size cannot be compiled once for all
                 # sizes by Inductor either: nothing checks a piece's guards at replay, so
                 # it would run at sizes it was not built for.
-                if mechanism == "aoti" or is_size_guard(exc):
+                elif mechanism == "aoti" or is_size_guard(exc):
                     raise CaptureError(f"piecewise: torch.export of piece {piece.index} "
                                        f"failed: {first_line(exc)}") from exc
-                why = f"torch.export failed: {first_line(exc)}"
+                else:
+                    why = f"torch.export failed: {first_line(exc)}"
         if exported is None:  # compiled by Inductor instead, as vLLM compiles its pieces
             compiled = _inductor_piece(piece, gm)
             self.artifacts.append({"piece": piece.index, "compiler": "inductor",
@@ -294,14 +328,33 @@ class PiecewiseAotiBackend:
         self.phases_s["compile_or_load"] = round(
             self.phases_s.get("compile_or_load", 0.0) + time.perf_counter() - t0, 3)
         # runner: the artifact's AOTIModelPackageLoader
-        return CompiledPiece(lambda flat: runner.run(flat), program_inputs(exported))
+        return CompiledPiece(lambda flat: runner.run(flat), program_inputs(exported),
+                             shapes=shapes)
 
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None,
                 log: CompileLog | None = None) -> list[Captured]:
         """Trace once at the largest size, split, then per size (largest first) run the
         step once with every graph piece capturing: that run compiles each piece (first
-        size only) and captures it over its static buffers."""
+        size only) and captures it over its static buffers. Where a piece's export finds
+        the step pinning its size (mamba's `Eq(s // 2, 1)`), once more from the start with
+        every guard kept and the size only suggested dynamic: a graph per guard, a piece
+        artifact per size where export cannot make it dynamic."""
+        try:
+            return self._capture_all(step, sizes, on_size, log)
+        except _SizePinned:
+            if step.size_suggested:
+                raise
+            step.size_suggested = True
+            self.splits, self.called, self.pieces, self.artifacts = [], set(), [], []
+            if log is not None:
+                log.reset()
+            reset_dynamo()
+            return self._capture_all(step, sizes, on_size, log)
+
+    def _capture_all(self, step: StepContext, sizes: list[int],
+                     on_size: Callable[[int], None] | None, log: CompileLog | None
+                     ) -> list[Captured]:
         self._step = step
         self.names = frozenset(self.options.split_ops if self.options.split_ops is not None
                                else step.spec.splitting_ops)
@@ -311,7 +364,8 @@ class PiecewiseAotiBackend:
             _learn_host_symbols(step, max(sizes))
         names = input_names(step.model, len(step.dims))
         compiled = torch.compile(step.model, backend=log.backend, options={
-            "guard_filter_fn": _guards_kept(frozenset(names[i] for i in step.hosts))})
+            "guard_filter_fn": _guards_kept(frozenset(names[i] for i in step.hosts),
+                                            every=step.size_suggested)})
         order = sorted(sizes, reverse=True)
         captured = [self._capture_at(order[0], compiled, log, on_size)]
         first = len(self.pieces)
@@ -355,7 +409,7 @@ class PiecewiseAotiBackend:
         if on_size:
             on_size(size)
         assert self._step is not None
-        static = mark_size_dims(self._step.inputs(size), self._step.dims, size)
+        static = self._step.mark(self._step.inputs(size), size)
         self._capturing = size
         for piece in self.pieces:
             piece.capturing = size

@@ -33,6 +33,9 @@ class CompiledPiece:
     run: Callable[[list], list]
     inputs: list[torch.Tensor]
     takes_all: bool = False
+    # The input shapes it was compiled static for (a piece of a step that pins its size,
+    # which export cannot make dynamic): another shape compiles its own. None: dynamic.
+    shapes: tuple | None = None
 
 
 # Compiles a piece on its first inputs.
@@ -53,6 +56,7 @@ class PieceGraph:
     mutated: list[int]
     capture_us: float = 0.0
     memory_bytes: int = 0
+    compiled: CompiledPiece | None = None  # what replays it (the piece's, or its size's own)
 
 
 class _SplitOpsSeen(TorchDispatchMode):
@@ -146,12 +150,15 @@ class GraphPiece(torch.nn.Module):
         return graph.outputs[0] if self.single else tuple(graph.outputs)
 
     def _capture(self, args: tuple) -> PieceGraph:
+        shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
         if self.compiled is None:  # the first (largest) size: check, then compile once
             if problems := self.check(self.gm, args):
                 raise CaptureError("; ".join(problems))
             self.compiled = self.compiler(self.piece, self.gm, args)
             self.sources = [s for s, a in zip(self.sources, args, strict=True)
                             if isinstance(a, torch.Tensor)]
+        elif self.compiled.shapes is not None and self.compiled.shapes != shapes:
+            self.compiled = self.compiler(self.piece, self.gm, args)  # static: its own
         args = tuple(a for a in args if isinstance(a, torch.Tensor))
         # A weight, a step input (the capture's own input buffer, as a full graph's is) or a
         # graph piece's output is its own static buffer, written in place; a splitting op's
@@ -171,7 +178,7 @@ class GraphPiece(torch.nn.Module):
         capture_us = (time.perf_counter() - t0) * 1e6
         mutated = [i for i, (a, b) in enumerate(zip(before, statics, strict=True))
                    if not torch.equal(a, b)]
-        graph = PieceGraph(statics, outputs, mutated, capture_us)
+        graph = PieceGraph(statics, outputs, mutated, capture_us, compiled=self.compiled)
         for i in mutated:
             if args[i].data_ptr() != statics[i].data_ptr():
                 args[i].copy_(statics[i])
@@ -184,8 +191,8 @@ class GraphPiece(torch.nn.Module):
         for source, arg, static in zip(self.sources, args, graph.inputs, strict=True):
             if self.refresh(source, arg, static):
                 static.copy_(arg)
-        assert self.compiled is not None  # set by the capture that made `graph`
-        for static_out, out in zip(graph.outputs, self.compiled.run(self._inputs(graph.inputs)),
+        assert graph.compiled is not None  # set by the capture that made `graph`
+        for static_out, out in zip(graph.outputs, graph.compiled.run(self._inputs(graph.inputs)),
                                    strict=True):
             # a shape a piece hands on (torch.Size) is the same at every replay of a size
             if isinstance(out, torch.Tensor) and out.data_ptr() != static_out.data_ptr():
