@@ -101,3 +101,18 @@ def test_a_custom_op_keeps_its_python_verdict_beside_the_cpp_file(runs):
     assert "a torch.library.custom_op: torch asks its own fake slot" in \
         py.with_name("blind.cpp").read_text()
     assert "register_fake(\"aclcap_synthblind::gelu_gate\"" in py.read_text()
+
+
+def test_check_meta_gives_the_loaded_file_the_verdict_synthesis_gave(runs):
+    """A fake synthesis verified passes check-meta once its file is loaded; the one it held
+    back (split_kv, an alias at one size) stays without a meta there."""
+    from tests.conftest import aclcap_process
+    from tests.test_synthesize import FIXTURES
+
+    _, doc, py = runs[0]
+    statuses = {op: s["status"] for op, s in _synthesis(doc).items()}
+    run = aclcap_process("check-meta", "--lib", str(FIXTURES / "synth_blind.py"), "--lib",
+                         str(py), "--json", "-", "--timeout", "5")
+    rows = {r["op"]: r["status"] for r in run.json()["results"]}
+    for op, status in statuses.items():
+        assert (rows[op] == "pass") == (status == "verified"), (op, rows[op], status)
