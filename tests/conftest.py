@@ -35,8 +35,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # (--no-loadscope-reorder): a heavy file drawn last would leave the other worker idle for
 # its whole length, and the tests that capture tiny_llama late find its artifact cached.
 HEAVY_FIRST = ("test_transformers.py", "test_synthesize.py", "test_capture.py",
-               "test_synth_emit.py", "test_bench.py", "test_piecewise.py", "test_host_values.py",
-               "test_tp.py", "test_check_meta.py", "test_wheel.py")
+               "test_synth_blind.py", "test_synth_emit.py", "test_bench.py", "test_piecewise.py",
+               "test_host_values.py", "test_tp.py", "test_check_meta.py", "test_wheel.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
