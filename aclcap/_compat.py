@@ -12,6 +12,7 @@ compile."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -216,23 +217,24 @@ def fx_config() -> Any:
     return config
 
 
-def export_guards_hold(program: Any, args: tuple) -> bool | None:
-    """Whether an exported program's own guards hold for `args` (its inputs, flat as
-    export took them): those its range constraints cannot say (`s // 2 != 1` leaves the
-    range [2, oo]), which AOTInductor's artifact does not check. None where this torch's
-    unlifted module has no guard function (`_guards_fn`, torch 2.9 on)."""
-    from torch.utils._pytree import tree_leaves
-
-    guards = getattr(program.module(), "_guards_fn", None)
+def export_guards(program: Any) -> Callable[[tuple], bool] | None:
+    """A check of an exported program's own guards on `args` (its inputs, flat as export
+    took them): those its range constraints cannot say (`s // 2 != 1` leaves the range
+    [2, oo]), which AOTInductor's artifact does not check. None where this torch's unlifted
+    module has no guard function (`_guards_fn`, torch 2.9 on) or calls it otherwise."""
+    guards = getattr(program.module(), "_guards_fn", None)  # unlifted once, checked per size
     if guards is None:
         return None
-    try:
-        guards(*tree_leaves(args))
-    except AssertionError:
-        return False
-    except TypeError:  # another calling convention: not judged here
-        return None
-    return True
+
+    def hold(args: tuple) -> bool:
+        try:
+            guards(*pytree.tree_leaves(args))
+        except AssertionError:
+            return False
+        except TypeError:  # another calling convention: not judged here
+            return True
+        return True
+    return hold
 
 
 def int_oo() -> Any:

@@ -37,8 +37,7 @@ EXPECTED = [
     "torch._subclasses.fake_tensor.FakeTensorMode",
     "torch.distributed._functional_collectives.AsyncCollectiveTensor",
     "torch.fx.experimental._config", "torch.utils._python_dispatch.TorchDispatchMode",
-    "torch.utils._pytree", "torch.utils._pytree.tree_leaves",
-    "torch.utils._sympy.numbers.int_oo",
+    "torch.utils._pytree", "torch.utils._sympy.numbers.int_oo",
 ]
 # Attributes of torch's op objects read all over the package: the same since torch 1.x on
 # every OpOverload (`_schema`, `_overloadname`) and packet (`_qualified_op_name`), which

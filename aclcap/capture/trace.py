@@ -198,15 +198,10 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
             if any(data_dependent(r) for r in log.break_reasons):
                 # What pinned the size was a value read on the host (`lengths.tolist()`
                 # feeding `torch.split`): the failure stands, a data-dependent one.
-                return TraceReport(graph_count=0, custom_ops_outside_graph=[
-                    {"op": name, "reason": "tracing failed before any graph"}
-                    for name in recorder.seen], error={**pinned, "data_dependent": True},
-                    recompiles=[])
+                return _untraced(recorder.seen, {**pinned, "data_dependent": True}, [])
     except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
-        return TraceReport(graph_count=0, custom_ops_outside_graph=[
-            {"op": name, "reason": "tracing failed before any graph"}
-            for name in recorder.seen], error=_tracing_failure(exc, model_file),
-            recompiles=log.compiles if logged else [])
+        return _untraced(recorder.seen, _tracing_failure(exc, model_file),
+                         log.compiles if logged else [])
     graphs = [graph.module for graph in log.graphs[0]] if log.graphs else []
     ops_per_graph = [[n.target for n in gm.graph.nodes if n.op == "call_function"]
                      for gm in graphs]  # as explain counts them
@@ -244,6 +239,14 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
         recompiles=log.compiles if logged else [],
         size_pinned=pinned,
     )
+
+
+def _untraced(seen: list[str], error: dict[str, Any], recompiles: list) -> TraceReport:
+    """The report of a step that no graph came from: the failure, and every custom op the
+    eager step called as outside any graph."""
+    return TraceReport(graph_count=0, custom_ops_outside_graph=[
+        {"op": name, "reason": "tracing failed before any graph"} for name in seen],
+        error=error, recompiles=recompiles)
 
 
 def pins_its_size(exc: Exception) -> bool:

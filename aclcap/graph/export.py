@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from aclcap._compat import OpOverload, export_guards_hold, int_oo
+from aclcap._compat import OpOverload, export_guards, int_oo
 from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, first_line
 from aclcap.size_dims import SizeDim, sizes_within
@@ -269,10 +269,13 @@ def _failing(model: torch.nn.Module, program: torch.export.ExportedProgram,
     """The sizes within lo..hi whose guards `program` fails: a guard its range cannot say
     (`s // 2 != 1` leaves [2, oo]), which the artifact would not check, replaying the
     branch of another size (issue 50)."""
+    hold = export_guards(program)
+    if hold is None:
+        return ()
     buffers = dict(model.named_buffers())
     state = tuple(buffers[name] for name in lifted)
     return tuple(s for s in sizes if lo <= s and (hi is None or s <= hi) and
-                 export_guards_hold(program, tuple(inputs(s)) + state) is False)
+                 not hold(tuple(inputs(s)) + state))
 
 
 def _per_size(model: torch.nn.Module, inputs: Callable[[int], tuple], dims: list[list[int]],

@@ -11,7 +11,7 @@ rejects is no observation; the caller runs each one and keeps the accepted."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -212,12 +212,14 @@ def _tensor_dims(op: OpOverload, sample: SampleInput
     return groups
 
 
-def _shared_dim_variations(op: OpOverload, sample: SampleInput
+def _shared_dim_variations(op: OpOverload, sample: SampleInput,
+                           sizes: Callable[[int], list[int]] = new_sizes
                            ) -> Iterator[Variation]:
-    """Each distinct size changed in every tensor (and int argument) holding it."""
+    """Each distinct size changed (to each of `sizes(size)`) in every tensor (and int
+    argument) holding it."""
     for size, members in _tensor_dims(op, sample).items():
         arg, dim = members[0]
-        for new_size in new_sizes(size):
+        for new_size in sizes(size):
             varied, changed = _vary_dim(op, sample, arg, dim, new_size, alone=False)
             if varied is not None:
                 yield Variation(varied, f"{', '.join(changed)}: {size} -> {new_size}", "dim")
@@ -232,12 +234,7 @@ def _edge_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]
     if any(isinstance(v, torch.Tensor) and not v.is_floating_point() and not v.is_complex()
            and v.numel() and int(v.max()) > 0 for _, _, v in _slots(op, sample)):
         return
-    for size, members in _tensor_dims(op, sample).items():
-        if size > 1:
-            arg, dim = members[0]
-            varied, changed = _vary_dim(op, sample, arg, dim, 1, alone=False)
-            if varied is not None:
-                yield Variation(varied, f"{', '.join(changed)}: {size} -> 1", "dim")
+    yield from _shared_dim_variations(op, sample, lambda size: [1] if size > 1 else [])
 
 
 def _odd_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:

@@ -84,16 +84,14 @@ class _SizePinned(CaptureError):
     """A piece's export met a guard on the size: the step pins its own size."""
 
 
-def _static_export(piece: Piece, gm: torch.fx.GraphModule, args: tuple
-                   ) -> torch.export.ExportedProgram:
-    """The piece exported with every size static (its inputs' own shapes)."""
-    try:
-        with torch.no_grad():
-            return torch.export.export(gm, tuple(same_layout(a) if isinstance(a, torch.Tensor)
-                                                 else a for a in args))
-    except Exception as exc:
-        raise CaptureError(f"piecewise: torch.export of piece {piece.index} failed even "
-                           f"static: {first_line(exc)}") from exc
+def _export_piece(gm: torch.fx.GraphModule, args: tuple, dynamic: bool
+                  ) -> torch.export.ExportedProgram:
+    """The piece exported on copies of its inputs in their own layouts (the artifact assumes
+    them): its size dims dynamic, or every size static (its inputs' own shapes)."""
+    with torch.no_grad():
+        return torch.export.export(
+            gm, tuple(same_layout(a) if isinstance(a, torch.Tensor) else a for a in args),
+            dynamic_shapes=_dynamic_shapes(gm) if dynamic else None)
 
 
 def _learn_host_symbols(step: StepContext, size: int) -> None:
@@ -295,25 +293,25 @@ class PiecewiseAotiBackend:
         else:
             _freeze_host_floats(gm, args)
             try:
-                with torch.no_grad():
-                    exported = torch.export.export(
-                        gm, tuple(same_layout(a) if isinstance(a, torch.Tensor) else a
-                                  for a in args), dynamic_shapes=_dynamic_shapes(gm))
+                exported = _export_piece(gm, args, dynamic=True)
             except Exception as exc:
-                if is_size_guard(exc) and not self._step.size_suggested:
-                    raise _SizePinned(f"piecewise: torch.export of piece {piece.index} "
-                                      f"failed: {first_line(exc)}") from exc
+                failed = f"piecewise: torch.export of piece {piece.index} failed"
                 if is_size_guard(exc):
-                    # The step pins its size: this piece is exported for these shapes
-                    # alone, and each other size compiles its own.
+                    # A piece whose graph specializes its size cannot be compiled once for
+                    # all sizes, by Inductor either (nothing checks a piece's guards at
+                    # replay): the step pins its size. Captured again from the start with
+                    # every guard kept (capture), this piece is then exported for these
+                    # shapes alone, and each other size compiles its own.
+                    if not self._step.size_suggested:
+                        raise _SizePinned(f"{failed}: {first_line(exc)}") from exc
                     shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
-                    exported = _static_export(piece, gm, args)
-                # A piece whose graph specializes its size cannot be compiled once for all
-                # sizes by Inductor either: nothing checks a piece's guards at replay, so
-                # it would run at sizes it was not built for.
-                elif mechanism == "aoti" or is_size_guard(exc):
-                    raise CaptureError(f"piecewise: torch.export of piece {piece.index} "
-                                       f"failed: {first_line(exc)}") from exc
+                    try:
+                        exported = _export_piece(gm, args, dynamic=False)
+                    except Exception as again:
+                        raise CaptureError(f"{failed} even static: {first_line(again)}"
+                                           ) from again
+                elif mechanism == "aoti":
+                    raise CaptureError(f"{failed}: {first_line(exc)}") from exc
                 else:
                     why = f"torch.export failed: {first_line(exc)}"
         if exported is None:  # compiled by Inductor instead, as vLLM compiles its pieces

@@ -185,7 +185,6 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
             text = f"{base}.new_empty({physical}, dtype={dtype}).permute({inverse})"
         else:
             text = f"{base}.new_empty({sizes}, dtype={dtype})"
-
     if out.none_when is not None:
         arg, condition = out.none_when
         text = f"None if {pyname(arg)} {condition} else {text}"

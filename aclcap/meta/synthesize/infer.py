@@ -336,18 +336,19 @@ def _same_strides(out: TensorFacts, strides: Sequence[int]) -> bool:
     return all(s == e for s, e, n in zip(out.strides, strides, out.shape, strict=True) if n > 1)
 
 
+def _contiguous(o: TensorFacts) -> bool:
+    return _same_strides(o, _dense_strides(o.shape, range(len(o.shape))))
+
+
 def _layout(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
             notes: list[str]) -> LayoutRule:
-    if all(_same_strides(o, _dense_strides(o.shape, range(len(o.shape)))) for o in outs):
+    if all(map(_contiguous, outs)):
         return LayoutRule("contiguous")
     for arg in calls[0].args:
         facts = [c.arg(arg.name).tensor for c in calls]
         if all(f is not None and len(f.shape) == len(o.shape) for f, o in
                zip(facts, outs, strict=True)):
-            def order(f: TensorFacts) -> list[int]:
-                return sorted(range(len(f.shape)), key=lambda d: (-f.strides[d], d))
-
-            if all(_same_strides(o, _dense_strides(o.shape, order(f))) for f, o in
+            if all(_same_strides(o, _dense_strides(o.shape, _order(f))) for f, o in
                    zip(facts, outs, strict=True)):
                 return LayoutRule("like", arg=arg.name)
     if (by_rank := _like_by_rank(calls, outs)) is not None:
@@ -357,8 +358,7 @@ def _layout(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: i
         order = orders.pop()
         if all(_same_strides(o, _dense_strides(o.shape, order)) for o in outs):
             return LayoutRule("order", order=order)
-    odd = next(o for o in outs if not _same_strides(o, _dense_strides(o.shape,
-                                                                     range(len(o.shape)))))
+    odd = next(o for o in outs if not _contiguous(o))
     notes.append(f"output {index}'s layout: {LAYOUT_MIXED} (strides {list(odd.strides)} at "
                  f"shape {list(odd.shape)}, contiguous elsewhere): emitted contiguous")
     return LayoutRule("contiguous")
@@ -373,9 +373,6 @@ def _like_by_rank(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
                   ) -> LayoutRule | None:
     """An input's stride order at some of its ranks and contiguous at the others, each
     shown by a call where the two differ: where no one layout rule fits every call."""
-    def contiguous(o: TensorFacts) -> bool:
-        return _same_strides(o, _dense_strides(o.shape, range(len(o.shape))))
-
     for arg in calls[0].args:
         facts = [c.arg(arg.name).tensor for c in calls]
         if any(f is None for f in facts):
@@ -387,7 +384,7 @@ def _like_by_rank(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
             keeps = len(o.shape) == rank and _same_strides(o, _dense_strides(o.shape,
                                                                             _order(f)))
             like[rank] = like.get(rank, True) and keeps
-            plain[rank] = plain.get(rank, True) and contiguous(o)
+            plain[rank] = plain.get(rank, True) and _contiguous(o)
         if not all(like[r] or plain[r] for r in like):
             continue
         like_ranks = tuple(sorted(r for r in like if like[r] and not plain[r]))
@@ -676,7 +673,7 @@ def infer(op: OpOverload, calls: Sequence[ObservedCall],
     outputs = [_output(calls, i, notes, optional) for i in range(len(returns))]
     guard = None
     if _unsettled(outputs, notes):
-        guarded = _rank_guarded(calls, len(returns), optional)
+        guarded = _rank_guarded(calls, len(returns), optional, _layout_only(outputs, notes))
         if guarded is not None:
             guard, calls, outputs, notes = guarded
     written = {name for c in calls for name in c.written}
@@ -720,11 +717,8 @@ def _unsettled(outputs: Sequence[OutputRule], notes: Sequence[str]) -> bool:
                                                for n in notes)
 
 
-def _unsettled_layout(calls: Sequence[ObservedCall], count: int, optional: Sequence[str]
-                      ) -> bool:
-    """Over every call, what is left unsettled is an output's layout, not its sizes."""
-    notes: list[str] = []
-    outputs = [_output(calls, i, notes, optional) for i in range(count)]
+def _layout_only(outputs: Sequence[OutputRule], notes: Sequence[str]) -> bool:
+    """What the rule over every call leaves unsettled is an output's layout, not a size."""
     return not any(map(_unshown, outputs)) and not any(ONE_RANK in n for n in notes)
 
 
@@ -733,12 +727,14 @@ def _unshown(out: OutputRule) -> bool:
     return any(isinstance(e, Unbacked) and not e.data_dependent for e in out.sizes())
 
 
-def _rank_guarded(calls: Sequence[ObservedCall], count: int, optional: Sequence[str]
+def _rank_guarded(calls: Sequence[ObservedCall], count: int, optional: Sequence[str],
+                  layout_only: bool
                   ) -> tuple[RankGuard, list[ObservedCall], list[OutputRule], list[str]] | None:
     """Where an output size fits no formula over all calls, but does over the calls whose
     tensor argument has the ranks the samples gave it (a kernel coherent only for 2-D
     input, which broadcasts a 3-D one into garbage): the guard, those calls, their rules
-    and notes. Never a size the data decides: that one is no rank's fault."""
+    and notes. Never a size the data decides: that one is no rank's fault. `layout_only`:
+    over every call only a layout was unsettled, which the guard's reason says."""
     for arg in _tensor_args(calls):
         ranks = {len(c.arg(arg).tensor.shape) for c in calls}
         given = {len(c.arg(arg).tensor.shape) for c in calls if c.phase != VARIATION}
@@ -755,7 +751,7 @@ def _rank_guarded(calls: Sequence[ObservedCall], count: int, optional: Sequence[
                       if o is not None), "its outputs")
         why = (f"for `{arg}` of rank {rank} the kernel gave {shown} from `{arg}` "
                f"{list(other.arg(arg).tensor.shape)}, which follows no formula of the input "
-               "sizes") if not _unsettled_layout(calls, count, optional) else (
+               "sizes") if not layout_only else (
             f"for `{arg}` of rank {rank} the kernel lays its outputs out otherwise than for "
             f"rank {', '.join(map(str, sorted(given)))}, and no one layout rule covers both")
         return RankGuard(arg, tuple(sorted(given)), why), kept, outputs, notes

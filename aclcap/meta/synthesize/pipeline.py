@@ -449,8 +449,10 @@ def _hold_back(registered: list[Synthesis], kind: str) -> None:
     for the same rule."""
     for s in registered:
         assert s.rule is not None
-        why = f"{kind}: {s.verified[kind]}" if s.verified.get(kind) else "" \
-            if kind in s.verified else "; ".join(s.failures())
+        if kind in s.verified:
+            why = f"{kind}: {s.verified[kind]}" if s.verified[kind] else ""
+        else:
+            why = "; ".join(s.failures())
         s.rule.unregistered = f"verification failed ({why})" if why else ""
 
 
