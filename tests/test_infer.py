@@ -298,6 +298,22 @@ def test_corrected_schema_keeps_existing_sets_and_defaults():
 
 def test_held_out_every_third_call():
     assert held_out(2) == [] and held_out(7) == [2, 5]
+    assert held_out(7, 1) == [0, 3, 6] and held_out(7, 2) == [1, 4]
+
+
+def test_a_change_held_out_alone_is_fitted_with_another_third_held_out():
+    """The only calls that change `block` are the held-out third's: the formula fitted on
+    the others cannot know it. Another third held out finds it, checked on that third."""
+    op = _define("padded_len(Tensor ids, int experts, int block) -> Tensor",
+                 lambda ids, e, b: ids.new_zeros(ids.numel() + e * (b - 1)))
+    ids = torch.zeros(5, 2, dtype=torch.long)
+    args = [(ids, 4, 4), (ids[:3], 4, 4), (ids, 4, 8), (ids[:4], 4, 4), (ids, 6, 4),
+            (ids, 4, 5), (ids[:2], 8, 4), (ids[:1], 4, 4), (ids, 4, 3)]
+    calls = [observe(op, a).call for a in args]
+    rule = infer(op, calls)
+    assert rule.outputs[0].shape == (BinOp("+", Numel("ids"), BinOp("*", IntArg("experts"),
+                                     BinOp("-", IntArg("block"), Const(1)))),), rule.notes
+    assert any("another third of the calls held out" in n for n in rule.notes)
 
 
 def test_non_tensor_output_is_refused():

@@ -130,7 +130,10 @@ def test_variations_are_deterministic_bounded_and_kinded(bundled):
         "key, value: a dim of 2 inserted after the leading one"]
     # kinds take turns, so a limit never leaves a whole kind out
     assert set(kinds[:6]) >= {"dim", "dim-alone", "dtype"}
-    assert first[:2] == ["key, value, key_cache, value_cache, slot_mapping: values redrawn",
+    # the values redrawn, then each integer tensor alone at its least: a size that follows
+    # an index's max moves on purpose, not by luck of the draw
+    assert first[:3] == ["key, value, key_cache, value_cache, slot_mapping: values redrawn",
+                         "slot_mapping: every value its least",
                          "key dim 0, value dim 0, slot_mapping dim 0: 5 -> 10"]
     assert len(list(variations(op, sample, limit=4))) == 4
 
@@ -226,3 +229,20 @@ def test_dim_and_bool_and_optional_arguments_and_tied_groups_are_varied():
                             "self dim 1, tensor2 dim 1 together: 4 -> 8"]
     grouped = made["self dim 0, tensor2 dim 0 together: 3 -> 6"].sample.args
     assert [tuple(t.shape) for t in grouped] == [(6, 4), (3, 4), (6, 4)]
+
+
+_LIB = torch.library.Library("aclcap_vartest", "DEF")
+_LIB.define("sample_points(Tensor x, Tensor ptr, Tensor ratio, Tensor steps) -> Tensor")
+
+
+def test_tensors_read_as_values_change_alone_on_purpose():
+    """A sampler's `ptr` at its least (every segment empty) and its one-element `ratio` and
+    `steps` halved: the output count follows each, which a redraw shows only by luck."""
+    op = resolve_overload("aclcap_vartest::sample_points.default")
+    x, ptr = torch.randn(8, 3), torch.tensor([0, 3, 8])
+    sample = SampleInput((x, ptr, torch.tensor([0.5]), torch.tensor(6)))
+    made = {v.description: v.sample for v in variations(op, sample) if v.kind == "values"}
+    assert torch.equal(made["ptr: every value its least"].args[1], torch.zeros(3, dtype=torch.long))
+    assert made["ratio: its value halved"].args[2].tolist() == [0.25]
+    assert made["steps: its value halved"].args[3].item() == 3
+    assert all(torch.equal(s.args[0], x) for d, s in made.items() if "redrawn" not in d)

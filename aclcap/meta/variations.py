@@ -35,6 +35,11 @@ MAX_BYTES = 256 << 20  # a variation never allocates more than this in all
 # subsets the kernel accepts. 5 dims make 14 subsets; more are left to the alone changes.
 MAX_GROUP_MEMBERS = 5
 VALUES_REDRAWN = "values redrawn"  # the description's end for kind "values"
+# The description's ends of the value changes made on purpose (kind "values"): like a
+# redraw, a call at the same sizes as another, so the caller never drops it as a repeat.
+VALUES_LEAST = "every value its least"
+VALUE_HALVED = "its value halved"
+SAME_SIZES = (VALUES_REDRAWN, VALUES_LEAST, VALUE_HALVED)
 TIED = "tied"  # kind of a variation not made: the dim is tied to an offsets tensor
 
 
@@ -367,7 +372,8 @@ def _and_redrawn(op: OpOverload, variation: Variation) -> Iterator[Variation]:
     size from the data once `dim_size` is None, outlier columns once `threshold` > 0), the
     two calls show whether that size follows the data."""
     yield variation
-    for redrawn in _values_variation(op, variation.sample):
+    for redrawn in itertools.chain(_values_variation(op, variation.sample),
+                                   _read_values_variations(op, variation.sample)):
         yield Variation(redrawn.sample, f"{variation.description}, {redrawn.description}",
                         variation.kind)
 
@@ -450,6 +456,32 @@ def _values_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation
                         f"{', '.join(s.name for s in new)}: {VALUES_REDRAWN}", "values")
 
 
+def _read_values_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Each tensor a kernel may read as values, changed alone at the same shapes: an
+    integer tensor with every element its least (the max of an index or offsets tensor
+    sizes an output: a scatter without `dim_size`, a sampler's `ptr`), a one-element
+    tensor's value halved (a `ratio` the output count follows). A redraw shows a size that
+    follows the data only where its draw moves it; these move it on purpose, so one call
+    lost to a crash or an unlucky draw never turns a data-dependent size into a formula."""
+    for a, slot, value in _slots(op, sample):
+        if not isinstance(value, torch.Tensor) or value.dtype == torch.bool:
+            continue
+        if value.numel() == 1:
+            v = value.item()
+            if value.is_floating_point():
+                new = torch.full_like(value, v / 2 if v else 0.5)
+            elif v >= 2:
+                new = torch.full_like(value, v // 2)
+            else:
+                continue
+            yield Variation(_replace(sample, {slot: new}), f"{a.name}: {VALUE_HALVED}",
+                            "values")
+        elif not value.is_floating_point() and value.numel() > 1 and \
+                value.unique().numel() > 1:
+            yield Variation(_replace(sample, {slot: torch.full_like(value, value.min())}),
+                            f"{a.name}: {VALUES_LEAST}", "values")
+
+
 def _rank_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """The tensors that share the leading (token) dim of the first tensor of rank 2 or more,
     with a leading dim added, their first two dims merged, or their leading dim dropped:
@@ -512,7 +544,8 @@ def variations(op: OpOverload, sample: SampleInput,
     in turn (shared dims, dims alone and the rest), one of each kind per round, so that a
     sample with many dims still has its dtypes, ranks and layouts varied. The sample
     itself is left untouched."""
-    kinds = [_values_variation(op, sample), _shared_dim_variations(op, sample),
+    kinds = [_values_variation(op, sample), _read_values_variations(op, sample),
+             _shared_dim_variations(op, sample),
              _odd_variation(op, sample),
              _alone_dim_variations(op, sample), _edge_variations(op, sample),
              _int_variations(op, sample),

@@ -27,7 +27,7 @@ from aclcap.meta.observe import (
 )
 from aclcap.meta.sample_inputs import SampleInput, samples_for, seed_all
 from aclcap.meta.synthesize.faults import FaultyCall, kernel_finding, observe_twice
-from aclcap.meta.variations import TIED, VALUES_REDRAWN, variations
+from aclcap.meta.variations import SAME_SIZES, TIED, variations
 
 MAX_CALLS = 300  # per op: ~3 samples with their variations
 AS_GIVEN = "as given"  # the description of a sample's own call, before its variations
@@ -140,7 +140,7 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
         key = call_key(observed_inputs(op, sample.args, sample.kwargs))
         if what == AS_GIVEN:  # a caller's own call, even where a variation made it first
             seen.given.add(key)
-        if key in keys and not what.endswith(VALUES_REDRAWN):
+        if key in keys and not what.endswith(SAME_SIZES):
             continue  # the same call again (samples alike over dtypes): nothing new
         keys.add(key)
         if index in skip:
