@@ -163,26 +163,26 @@ def remember(draw: tuple, found: list[StateChange]) -> None:
         _kept.popitem(last=False)
 
 
-def _state_of(draw: Any) -> list[StateChange]:
+def state_of(draw: Any) -> list[StateChange]:
     kept = _kept.get(id(draw))
     return kept[1] if kept is not None and kept[0] is draw else []
 
 
 def sets_state(draw: Any) -> bool:
     """make_inputs set state outside what it returned with `draw`."""
-    return bool(_state_of(draw))
+    return bool(state_of(draw))
 
 
 def restore(draw: Any) -> None:
     """Put back the state make_inputs set with `draw`, before a run on it."""
-    for change in _state_of(draw):
+    for change in state_of(draw):
         change.put_back()
 
 
 def restorer(draw: Any) -> Callable[[], None] | None:
     """A function that puts back the state make_inputs set with `draw` (None where it set
     none): for what outlives the table, an op's samples recorded on that draw."""
-    found = list(_state_of(draw))
+    found = list(state_of(draw))
     if not found:
         return None
 
@@ -195,9 +195,9 @@ def restorer(draw: Any) -> Callable[[], None] | None:
 def state_names(draw: Any) -> list[str]:
     """Where the state make_inputs set with `draw` lives (`CONTEXT.seq_lens`,
     `vllm.forward_context._forward_context`)."""
-    return [c.name for c in _state_of(draw)]
+    return [c.name for c in state_of(draw)]
 
 
 def named(draw: Any, value: Any, same: Any) -> str | None:
     """The name of the state `draw` set whose value `same(state, value)` finds equal."""
-    return next((c.name for c in _state_of(draw) if same(c.value, value)), None)
+    return next((c.name for c in state_of(draw) if same(c.value, value)), None)

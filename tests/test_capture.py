@@ -404,3 +404,16 @@ def test_a_step_that_pins_its_size_is_traced_with_the_size_suggested_and_passes(
         (2, "pass"), (4, "pass"), (8, "pass")]
     assert doc["host_reads"] == [] and doc["trace"]["error"] is None
     assert doc["trace"]["size_pinned"]["line"] == 17
+
+
+def test_the_ops_that_read_the_step_s_context_are_named(tmp_path):
+    """Issue 48 item 8: the op whose kernel reads the row order make_inputs set is named
+    with what it reads: live on cpu, frozen by a device graph unless kept in buffers."""
+    run = aclcap("capture", str(MODELS / "context_reading_op.py"), "--shapes", "1,2",
+                 "--device", "cpu", ACLCAP_CACHE_DIR=str(tmp_path), COLUMNS="200")
+    assert run.code == 0, run.stdout + run.stderr
+    assert "ops that read it: ctxread::gather_rows (reads CONTEXT.order). On cpu an op reads " \
+        "it live at every replay; a device graph freezes" in run.stdout
+    doc = capture(str(MODELS / "context_reading_op.py"), "--shapes", "1,2", "--device", "cpu",
+                  ACLCAP_CACHE_DIR=str(tmp_path)).json()
+    assert doc["state_readers"] == {"ctxread::gather_rows": "CONTEXT.order"}

@@ -12,10 +12,10 @@ import torch
 
 from aclcap.capture.collectives import Collective, as_dicts, first_mismatch, record_collectives
 from aclcap.capture.options import CaptureOptions
-from aclcap.capture.run import CaptureReport, CaptureRow, capture_step, failed_rows
+from aclcap.capture.run import CaptureReport, CaptureRow, capture_step, failed_rows, prepared_step
 from aclcap.errors import UsageError
 from aclcap.graph.distributed import RankInfo, launch
-from aclcap.graph.step import StepContext, draw_reproducibly, prepare_step
+from aclcap.graph.step import StepContext
 from aclcap.status import Status
 
 
@@ -58,8 +58,7 @@ def _replicated_reasons(step: StepContext, report: CaptureReport, sizes: list[in
 
 def capture_rank(info: RankInfo, options: CaptureOptions) -> RankCapture:
     """One rank's capture (run by the launcher after the process group is up)."""
-    step = prepare_step(options)
-    draw_reproducibly(step)
+    step = prepared_step(options)
     sizes = sorted(set(options.shapes or step.spec.shapes))
     info.phase("comparing the collectives of every rank")
     mine = record_collectives(step.model, {s: step.inputs(s) for s in sizes}, step.spec.path)

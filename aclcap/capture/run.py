@@ -13,7 +13,7 @@ from aclcap.capture.fresh import STALE_INPUTS, VARY_TRIES, inputs_are_fresh, var
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
 from aclcap.capture.trace_report import TraceReport
-from aclcap.draw_state import state_names
+from aclcap.draw_state import state_names, state_of
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
 from aclcap.graph.compiles import Compile, CompileLog
@@ -21,6 +21,8 @@ from aclcap.graph.padding import padded_sizes
 from aclcap.graph.replay import replay_check
 from aclcap.graph.step import StepContext, draw_reproducibly, prepare_step
 from aclcap.host_values import same_value, show
+from aclcap.meta.registrations import recording
+from aclcap.meta.state_reads import state_readers
 from aclcap.status import Status
 
 REPLAYS = 2  # a graph must match eager on every replay, not only the first
@@ -86,6 +88,8 @@ class CaptureReport:
     # Where the state make_inputs set outside its inputs lives (a forward context): ops
     # read it live at every cpu replay; a device graph freezes what they read of it.
     draw_state: list[str] = field(default_factory=list)
+    # The ops in the graph whose Python kernels read that state: op -> what they read.
+    state_readers: dict[str, str] = field(default_factory=dict)
 
     def frozen_values(self) -> list[FrozenValue]:
         """Every row's host-fed op arguments (JSON `frozen_values`)."""
@@ -209,14 +213,22 @@ def _pad_rows(step: StepContext, captured: dict[int, Captured], mechanism: str
     return rows
 
 
+def prepared_step(options: CaptureOptions) -> StepContext:
+    """The step, its draws reproducible, with the Python kernels its libraries register
+    recorded as they load (state_readers reads them)."""
+    with recording():
+        step = prepare_step(options)
+    draw_reproducibly(step)
+    return step
+
+
 def run_capture(options: CaptureOptions,
                 on_progress: Callable[[str, int, int], None] | None = None) -> CaptureReport:
     """The whole capture pipeline of one model file; bad input raises UsageError.
     `on_progress(message, done, total)` is told each step: trace, capture and replay per
     size, padded sizes, bisection."""
     started = time.perf_counter()
-    step = prepare_step(options)
-    draw_reproducibly(step)
+    step = prepared_step(options)
     prepared = time.perf_counter() - started
     report = capture_step(step, options, on_progress)
     report.phases_s = {"prepare": round(prepared, 3), **report.phases_s}
@@ -325,6 +337,8 @@ def _capture_step(step: StepContext, options: CaptureOptions,
         report.rows.append(_replay_row(step, by_size[size], mechanism, host))
     report.host_constants = host.constants() if host else {}
     report.draw_state = state_names(captured[0].static_inputs)
+    report.state_readers = state_readers(trace.custom_ops_in_graph,
+                                         state_of(captured[0].static_inputs))
     if key and not hit and (index_key := getattr(step.backend, "index_key", None)):
         trace_cache.store(key, trace, index_key)
     if pad:

@@ -33,7 +33,7 @@ def _yours(path: str) -> bool:
     return not path.startswith((_TORCH_DIR, _STDLIB))
 
 
-def _functions(fn: Any, depth: int = 3) -> Iterator[types.FunctionType]:
+def functions(fn: Any, depth: int = 3) -> Iterator[types.FunctionType]:
     """The Python functions behind a registered callable: itself unwrapped, a partial's or
     a callable object's; through torch's wrappers (a fake of an op defined in C++, an
     autograd shim), the functions their closures hold."""
@@ -56,15 +56,15 @@ def _functions(fn: Any, depth: int = 3) -> Iterator[types.FunctionType]:
             except ValueError:  # an empty cell
                 continue
             if callable(held) and not isinstance(held, type):
-                yield from _functions(held, depth - 1)
+                yield from functions(held, depth - 1)
 
 
-def _named(code: types.CodeType) -> Iterator[str]:
+def global_names(code: types.CodeType) -> Iterator[str]:
     """Every global name the code (and the functions nested in it) reads."""
     yield from code.co_names
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            yield from _named(const)
+            yield from global_names(const)
 
 
 def _file_of(value: Any) -> str | None:
@@ -83,9 +83,9 @@ def code_files(fn: Callable[..., Any]) -> set[str]:
     file changes with that file too. Torch's and the standard library's files are left
     out: their versions are keyed."""
     files = set()
-    for function in _functions(fn):
+    for function in functions(fn):
         files.add(function.__code__.co_filename)
-        for name in set(_named(function.__code__)):
+        for name in set(global_names(function.__code__)):
             found = _file_of(function.__globals__.get(name))
             if found:
                 files.add(found)

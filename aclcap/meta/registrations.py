@@ -29,6 +29,12 @@ def recorded(dispatcher_name: str, key: str) -> list[tuple[Callable[..., Any], s
     return _RECORDED.get(dispatcher_name, {}).get(key, [])
 
 
+def kernels(op: str) -> list[Callable[..., Any]]:
+    """Every Python kernel recorded for `op` (`ns::name`, any overload), for any key."""
+    return [fn for name, by_key in _RECORDED.items() if name.split(".")[0] == op
+            for made in by_key.values() for fn, _ in made]
+
+
 def _caller_file() -> str:
     """The first file up the stack outside torch and this module: the user's line that
     registered (torch.library.register_autograd's own wrapper is torch's)."""

@@ -34,11 +34,7 @@ def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[Re
     parts += [line(f"[yellow]warning:[/] {escape(text)}") for text in warning_lines(result)]
     parts += [plain(text) for text in host_value_lines(result)]
     if result.draw_state:
-        parts.append(plain(
-            f"state set by make_inputs outside its inputs: {', '.join(result.draw_state)}: "
-            "ops that read it (a forward context) read it live at every cpu replay; a device "
-            "graph freezes what they read of it unless it is kept in persistent buffers "
-            "refilled before each replay, as vLLM's runner keeps its metadata"))
+        parts.append(plain(draw_state_line(result)))
     parts.append(line(mechanism_line(result)))
     parts += [plain(text) for text in piecewise_lines(result)]
     if text := totals_line(result):
@@ -50,6 +46,17 @@ def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[Re
     if result.fullgraph and result.trace.graph_breaks:
         parts.append(line("[red]--fullgraph: the model does not trace as one graph[/]"))
     return parts
+
+
+def draw_state_line(result: CaptureReport) -> str:
+    """Where make_inputs' state lives, which ops read it, and what a device graph does."""
+    readers = ", ".join(f"{op} (reads {what})" for op, what in result.state_readers.items())
+    who = f"ops that read it: {readers}" if readers else \
+        "no op's Python kernel in the graph reads it (a C++ kernel's reads cannot be seen)"
+    return (f"state set by make_inputs outside its inputs: {', '.join(result.draw_state)}; "
+            f"{who}. On cpu an op reads it live at every replay; a device graph freezes what "
+            "an op read of it at capture unless it is kept in persistent buffers refilled "
+            "before each replay, as vLLM's runner keeps its metadata")
 
 
 def to_document(result: CaptureReport) -> dict:
@@ -64,7 +71,8 @@ def to_document(result: CaptureReport) -> dict:
                     totals=result.totals(), phases_s=result.phases_s,
                     frozen_values=[f.to_dict() for f in result.frozen_values()],
                     host_reads=result.host_reads, host_constants=result.host_constants,
-                    draw_state=result.draw_state, trace_cache=result.trace_cache)
+                    draw_state=result.draw_state, state_readers=result.state_readers,
+                    trace_cache=result.trace_cache)
 
 
 def capture_table(result: CaptureReport, per_rank: bool, width: int) -> RenderableType:

@@ -54,6 +54,8 @@ def test_a_vllm_model_class_captures_cold_then_warm_and_padded(model, tmp_path):
     assert "torch.cond" not in cold["backend"]["export_failed"]  # no branch: no such advice
     assert "vllm::unified_attention_with_output" in cold["trace"]["custom_ops_in_graph"]
     assert cold["draw_state"] == ["vllm.forward_context._forward_context"]
+    assert cold["state_readers"]["vllm::unified_attention_with_output"] == \
+        "vllm.forward_context._forward_context"  # read two calls below the op's kernel
     warm = _capture(model, str(tmp_path))
     assert [r["status"] for r in warm["results"]] == [r["status"] for r in cold["results"]]
     assert warm["backend"]["compile_s"] < cold["backend"]["compile_s"]  # Inductor's cache
