@@ -417,3 +417,15 @@ def test_the_ops_that_read_the_step_s_context_are_named(tmp_path):
     doc = capture(str(MODELS / "context_reading_op.py"), "--shapes", "1,2", "--device", "cpu",
                   ACLCAP_CACHE_DIR=str(tmp_path)).json()
     assert doc["state_readers"] == {"ctxread::gather_rows": "CONTEXT.order"}
+
+
+def test_a_data_dependent_size_is_traced_to_the_op_and_line_that_made_it(tmp_path):
+    """Issue 50 item 5: a MoE expert loop said only `Eq(u0, 0)` and torch.cond advice. The
+    row names `nonzero` and its line; the integer gather beside it is no data's size."""
+    doc = capture(str(MODELS / "moe_expert_loop.py"), "--shapes", "1,2,4", "--device", "cpu",
+                  ACLCAP_CACHE_DIR=str(tmp_path)).json()
+    reasons = doc["results"][0]["reasons"]
+    assert all(r["status"] == "fail" for r in doc["results"])
+    assert reasons[-1] == ("the data-dependent size comes from an op whose output size "
+                           "follows its input's values: aten::nonzero at moe_expert_loop.py:"
+                           "19 (`tokens = (chosen == e).nonzero().squeeze(-1)`)"), reasons

@@ -16,7 +16,14 @@ from typing import Any
 
 import torch
 
-from aclcap.capture.host_uses import HostRead, OpCall, StepRecord, aligned, record_step
+from aclcap.capture.host_uses import (
+    DataSized,
+    HostRead,
+    OpCall,
+    StepRecord,
+    aligned,
+    record_step,
+)
 from aclcap.draw_state import named, sets_state
 from aclcap.errors import UsageError, last_line
 from aclcap.host_values import (
@@ -120,10 +127,12 @@ class HostValues:
         self.sets_state = sets_state(example)  # a forward context: compared like inputs
         self.eager_ops = eager_ops  # piecewise: ops run eagerly between pieces
         try:
-            self.reads: list[HostRead] = record_step(model, example, model_file).reads
+            record = record_step(model, example, model_file)
         except Exception as exc:  # the step itself fails in eager: nothing to capture
             raise UsageError(f"model file {model_file}: the step raised {last_line(exc)} "
                              "in eager mode on make_inputs' inputs") from exc
+        self.reads: list[HostRead] = record.reads
+        self.sized: list[DataSized] = record.sized  # where a data-dependent size came from
         self.seen: dict[int, list[Any]] = {i: [example[i]] for i in self.hosts}
 
     def constants(self) -> dict[str, Any]:

@@ -81,10 +81,23 @@ class HostRead:
                 if made else None}
 
 
+@dataclass(frozen=True)
+class DataSized:
+    """An op whose output size follows its input's values (`nonzero`, a boolean mask's
+    index, `unique`): where a trace fails on a data-dependent size, the size came from one."""
+
+    op: str
+    site: Site | None
+
+    def text(self) -> str:
+        return f"{self.op} at {self.site.text() if self.site else 'an unknown line'}"
+
+
 @dataclass
 class StepRecord:
     calls: list[OpCall] = field(default_factory=list)
     reads: list[HostRead] = field(default_factory=list)
+    sized: list[DataSized] = field(default_factory=list)
 
 
 _LIBRARIES = (str(Path(torch.__file__).parent) + "/", str(Path(__file__).parents[1]) + "/")
@@ -106,6 +119,17 @@ def _sites(model_file: Path | None) -> tuple[Site | None, Site | None]:
             inner = here
         frame = frame.f_back
     return inner, inner
+
+
+def _sized_by_data(func: Any, args: tuple) -> bool:
+    """The op's output size follows its input's values: torch tags such ops, and tags
+    `index` too, which is one only with a boolean mask among its indices."""
+    if torch.Tag.dynamic_output_shape not in func.tags:
+        return False
+    if func._schema.name != "aten::index":
+        return True
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
+               for i in (args[1] if len(args) > 1 else ()))
 
 
 def _host_args(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -148,6 +172,10 @@ class _Recorder(TorchDispatchMode):
             name, values = "torch.tensor", {"data": out.tolist()}
         if values:
             self.record.calls.append(OpCall(name, values, site))
+        if not self.inside and _sized_by_data(func, args):
+            found = DataSized(name, _sites(self.model_file)[0])
+            if found not in self.record.sized:
+                self.record.sized.append(found)
         return out
 
 

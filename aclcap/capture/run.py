@@ -12,7 +12,7 @@ from aclcap.capture import trace_cache
 from aclcap.capture.fresh import STALE_INPUTS, VARY_TRIES, inputs_are_fresh, varied_draw
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
-from aclcap.capture.trace_report import TraceReport
+from aclcap.capture.trace_report import TraceReport, data_dependent
 from aclcap.draw_state import state_names, state_of
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
@@ -293,7 +293,7 @@ def _capture_step(step: StepContext, options: CaptureOptions,
              and trace.makes_read(r.reader.file, r.reader.line)] if host else []
     failure = None if reads else trace.error_line()  # a host read is named below
     if failure:  # what cannot be traced cannot be captured
-        report.rows = failed_rows(sizes, mechanism, [failure])
+        report.rows = failed_rows(sizes, mechanism, _sourced([failure], host))
         return report
     report.host_reads = [r.to_dict() for r in reads]
     if reads and (options.graph_mode == "full" or trace.error):
@@ -302,8 +302,8 @@ def _capture_step(step: StepContext, options: CaptureOptions,
         unique = {(r.reader.file, r.reader.line): r for r in reads if r.reader}
         # the trace's own failure too: the read explains it, and it is what torch said
         said = [trace.error_line()] if trace.error else []
-        report.rows = failed_rows(sizes, mechanism, [read_reason(r, step.device)
-                                                     for r in unique.values()] + said)
+        report.rows = failed_rows(sizes, mechanism, _sourced(
+            [read_reason(r, step.device) for r in unique.values()] + said, host))
         return report
     if trace.custom_ops_wrong_meta:
         # A graph compiled from a wrong fake allocates wrong buffers: running it can write
@@ -329,7 +329,8 @@ def _capture_step(step: StepContext, options: CaptureOptions,
     if failure is not None:
         from aclcap.capture.trace import located
 
-        report.rows = failed_rows(sizes, mechanism, [located(failure, step.spec.path)])
+        report.rows = failed_rows(sizes, mechanism,
+                                  _sourced([located(failure, step.spec.path)], host))
         return report
     by_size = report.captured = {c.size: c for c in captured}
     for size in sizes:
@@ -354,6 +355,17 @@ def _capture_step(step: StepContext, options: CaptureOptions,
     clock.lap("replay")
     advance("done")
     return report
+
+
+def _sourced(reasons: list[str], host: HostValues | None) -> list[str]:
+    """The reasons, and where a data-dependent size among them came from: the ops of the
+    eager step whose output size follows their input's values, with their lines (a MoE
+    expert loop's `nonzero`; torch names only the symbol, `Eq(u0, 0)`)."""
+    if host is None or not host.sized or not any(map(data_dependent, reasons)):
+        return reasons
+    more = f", and {len(host.sized) - 3} more" if len(host.sized) > 3 else ""
+    return [*reasons, "the data-dependent size comes from an op whose output size follows "
+            f"its input's values: {'; '.join(s.text() for s in host.sized[:3])}{more}"]
 
 
 def _eager_ops(step: StepContext, options: CaptureOptions) -> frozenset[str]:
