@@ -429,3 +429,15 @@ def test_a_data_dependent_size_is_traced_to_the_op_and_line_that_made_it(tmp_pat
     assert reasons[-1] == ("the data-dependent size comes from an op whose output size "
                            "follows its input's values: aten::nonzero at moe_expert_loop.py:"
                            "19 (`tokens = (chosen == e).nonzero().squeeze(-1)`)"), reasons
+
+
+def test_a_shared_wrapper_s_callers_are_no_recompile_and_the_size_guard_names_one(tmp_path):
+    """Issue 50 item 6: a library wrapper every layer goes through (transformers'
+    deprecation wrapper) is compiled again per caller within one step; its caller guards
+    (`___check_obj_id(func.__code__)`) were listed as the step's recompiles."""
+    doc = capture(str(MODELS / "piecewise_shared_wrapper.py"), "--shapes", "1,2,4",
+                  "--device", "cpu", ACLCAP_CACHE_DIR=str(tmp_path)).json()
+    compiles = doc["trace"]["recompiles"]
+    assert [(c["size"], c["kind"]) for c in compiles] == [
+        (4, "first_compile"), (2, "automatic_dynamic"), (1, "0/1_specialization")], compiles
+    assert not any("___check" in c["reason"] for c in compiles)

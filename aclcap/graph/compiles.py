@@ -35,6 +35,9 @@ SPECIALIZATION = "0/1_specialization"
 GUARD = "guard"
 # Dynamo writes the user line of a guard as `# <abbreviated path>:<line> in <function>`.
 _SITE = re.compile(r"#\s*(\S+?\.py):(\d+) in \w+")
+# Guards on who called a frame, not on sizes: a library's shared wrapper (transformers'
+# deprecation wrapper) is compiled again for each caller's type and arity, within one step.
+_CALLER_GUARD = re.compile(r"___check_type_id|___check_obj_id|len\((args|kwargs)\)")
 
 
 @dataclass
@@ -82,6 +85,10 @@ class Compile:
             return f"size {self.size}: first compile ({'dynamic ' + dyn if dyn else 'static'})"
         where = f" ({self.source()})" if self.file else ""
         return f"size {self.size}: recompiled, {self.kind.replace('_', ' ')}: {self.guard()}{where}"
+
+
+def _is_caller_guard(reason: str) -> bool:
+    return bool(_CALLER_GUARD.search(reason.split("  # ", 1)[0]))
 
 
 def _kind(reason: str) -> str:
@@ -190,6 +197,10 @@ class CompileLog:
         if not self._graphs:
             return out
         new = [r for code, reasons in failures.items() for r in reasons[seen.get(code, 0):]]
+        # The first call's failures are frames it entered again (another caller of a shared
+        # frame): no earlier call compiled anything to fail. Later, the size's own guard
+        # names the recompile, before any caller's guard.
+        new = sorted(new, key=_is_caller_guard) if self.compiles else []
         reason = new[0] if new else "first compile"
         dynamic: dict[str, list[int]] = {}
         for _, dims in self._graphs:
