@@ -116,3 +116,16 @@ def test_check_meta_gives_the_loaded_file_the_verdict_synthesis_gave(runs):
     rows = {r["op"]: r["status"] for r in run.json()["results"]}
     for op, status in statuses.items():
         assert (rows[op] == "pass") == (status == "verified"), (op, rows[op], status)
+
+
+def test_an_op_without_a_fake_says_what_torch_compile_does_at_it():
+    """Issue 50 item 10: a torch.library.custom_op with no fake fails the whole trace
+    ("RuntimeError when making fake tensor call"); a Library.define op graph-breaks."""
+    from tests.conftest import aclcap_process
+    from tests.test_synthesize import FIXTURES
+
+    run = aclcap_process("check-meta", "--lib", str(FIXTURES / "synth_blind.py"), "--json", "-")
+    said = {r["op"].split("::")[1]: r["findings"][0]["message"] for r in run.json()["results"]}
+    assert said["gelu_gate.default"].startswith(
+        "no meta impl: torch.compile's trace fails whole at it (a torch.library.custom_op)")
+    assert said["split_kv.default"].startswith("no meta impl: torch.compile graph-breaks here")

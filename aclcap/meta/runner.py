@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from aclcap import _forkserver
+from aclcap._compat import custom_op_def
 from aclcap.errors import UsageError
 from aclcap.loading.libraries import custom_namespaces, load_libraries, registered_namespaces
 from aclcap.meta._process import WorkerProcess
@@ -270,6 +271,14 @@ def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces:
     return results
 
 
+def _untraceable(op: OpInfo) -> str:
+    """What torch.compile does at an op with no fake: a torch.library.custom_op fails the
+    whole trace ("RuntimeError when making fake tensor call"); any other op breaks it."""
+    if custom_op_def(op.dispatcher_name) is not None:
+        return "torch.compile's trace fails whole at it (a torch.library.custom_op)"
+    return "torch.compile graph-breaks here"
+
+
 def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None = None,
                on_done: Callable[[str], None] | None = None) -> MetaReport:
     """Load the libraries, list the ops of the namespaces (default: those the libraries and
@@ -301,8 +310,8 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
                 + (" (it has no meta impl either)" if o.meta_kind == MetaKind.MISSING else ""))])
         elif o.meta_kind == MetaKind.MISSING:
             outcome = _Checked(Status.MISSING, [Finding(
-                "no meta impl: torch.compile graph-breaks here; `aclcap check-meta "
-                "--emit-stubs FILE` writes a register_fake to start from")])
+                f"no meta impl: {_untraceable(o)}; `aclcap check-meta --emit-stubs FILE` "
+                "writes a register_fake to start from")])
         elif o.meta_kind == MetaKind.NO_TENSOR:
             outcome = _Checked(Status.PASS, [])
         elif o.meta_kind == MetaKind.COMPOSITE_CPP and not _has_samples(o, checked):

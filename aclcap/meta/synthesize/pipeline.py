@@ -225,8 +225,12 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         if _step_data_dependent(result.rule, calls):
             result.rule.notes.append(
                 "the step calls it with a data-dependent output size: a device graph cannot "
-                "hold it, so the step breaks there (list it in SPLITTING_OPS to run it "
-                "eagerly between captured pieces)")
+                "hold it, so the step breaks there " + (
+                    "(its C++ composite body runs while tracing and stops the trace before "
+                    "any graph: call it through a torch.library.custom_op carrying this fake, "
+                    "then list that op in SPLITTING_OPS)" if o.meta_kind ==
+                    MetaKind.COMPOSITE_CPP else "(list it in SPLITTING_OPS to run it eagerly "
+                    "between captured pieces)"))
         if result.crashed:
             counts = Counter(result.crashed)
             result.rule.notes.append(
