@@ -441,3 +441,15 @@ def test_a_shared_wrapper_s_callers_are_no_recompile_and_the_size_guard_names_on
     assert [(c["size"], c["kind"]) for c in compiles] == [
         (4, "first_compile"), (2, "automatic_dynamic"), (1, "0/1_specialization")], compiles
     assert not any("___check" in c["reason"] for c in compiles)
+
+
+def test_a_replay_that_crashes_the_process_is_one_line_naming_the_phase(tmp_path):
+    """Issue 48 item 5: a kernel that segfaults once the compiled graph calls it (eager
+    passes) ended the run with a bare segfault and no verdict."""
+    run = aclcap_process("capture", str(MODELS / "replay_segfault.py"), "--shapes", "2",
+                         "--device", "cpu", ACLCAP_CACHE_DIR=str(tmp_path))
+    assert run.code == 1, run.stdout + run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert lines[-1].startswith("crashed: aclcap capture died of SIGSEGV while capturing size "
+                                "2"), run.stderr
+    assert "Segmentation fault" not in run.stderr + run.stdout

@@ -20,6 +20,7 @@ from rich.markup import escape
 # BadParameter), so the option-parsing errors are caught here by their own classes.
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
+from aclcap.crash_guard import Crashed, can_guard, run_guarded
 from aclcap.errors import CaptureError, UsageError, error_line, first_line
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -94,6 +95,32 @@ def handle_errors(command: F) -> F:
             else:
                 print_error(label, str(exc))
             raise typer.Exit(code) from None
+
+    return run  # type: ignore[return-value]
+
+
+def handle_crashes(command: F) -> F:
+    """handle_errors, in a forked child where this process is the command itself
+    (crash_guard): a crash in native code (a replayed kernel's segfault) is one line
+    naming the phase it happened in, exit 1, never a bare "Segmentation fault"."""
+    inner = handle_errors(command)
+
+    def exit_code(args: tuple, kwargs: dict) -> int:
+        try:
+            inner(*args, **kwargs)
+        except typer.Exit as exc:
+            return exc.exit_code
+        return EXIT_OK
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not can_guard():
+            return inner(*args, **kwargs)
+        outcome = run_guarded(lambda: exit_code(args, kwargs), state.debug)
+        if isinstance(outcome, Crashed):
+            print_error("crashed", outcome.line(f"aclcap {command.__name__}"))
+            raise typer.Exit(EXIT_FAILED)
+        raise typer.Exit(outcome)
 
     return run  # type: ignore[return-value]
 

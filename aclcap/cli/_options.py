@@ -18,6 +18,7 @@ from rich.progress import (
 )
 
 from aclcap.cli._errors import err_console, state
+from aclcap.crash_guard import note
 from aclcap.errors import UsageError
 
 # --help's panels, the same in every command. Each help is one short line that fits 80
@@ -154,9 +155,11 @@ def stepper(progress: Progress) -> Callable[[str, int, int], None]:
     """A task on `progress` and the `on_progress(message, done, total)` callback that drives
     it, as run_capture and run_bench report their steps (total 0: indeterminate)."""
     task = progress.add_task("loading the model file", total=None)
+    note("loading the model file")
 
     def advance(message: str, done: int, total: int) -> None:
         progress.update(task, description=message, completed=done, total=total or None)
+        note(message)  # what a crash of the process happened in
 
     return advance
 

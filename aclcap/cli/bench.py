@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from aclcap.bench.options import BenchOptions
-from aclcap.cli._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, handle_errors
+from aclcap.cli._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, handle_crashes
 from aclcap.cli._options import (
     GRAPH,
     OUTPUT,
@@ -37,7 +37,7 @@ from aclcap.cli._options import (
 TIMING = "Timing"
 
 
-@handle_errors
+@handle_crashes
 def bench(
     model: Annotated[Path | None, typer.Argument(
         metavar="[MODEL.py]", help="A model file (default: examples/tiny_llama.py).")] = None,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from aclcap.capture.options import CaptureOptions
-from aclcap.cli._errors import handle_errors
+from aclcap.cli._errors import handle_crashes
 from aclcap.cli._options import (
     CHECKS,
     GRAPH,
@@ -41,7 +41,7 @@ from aclcap.graph.options import parse_cpu_mechanism, parse_graph_mode
 PLAN = "Size planning (--plan-sizes)"
 
 
-@handle_errors
+@handle_crashes
 def capture(
     model: Annotated[Path | None, typer.Argument(
         metavar="MODEL.py", help="Defines build_model(device, dtype) and make_inputs(size, "
