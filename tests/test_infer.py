@@ -17,6 +17,7 @@ from aclcap.meta.synthesize.expr_search import evaluate, search, terms
 from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer
 from aclcap.meta.synthesize.rules import (
     AliasRule,
+    AlongDim,
     BinOp,
     Const,
     Dim,
@@ -427,3 +428,23 @@ def test_tied_dims_and_empty_calls_are_unproven_not_verified():
     rule = infer(empty, [observe(empty, (_x(0, 4),)).call])
     assert rule.unproven == ["output 0 had a dim of 0 in every call (every call was empty "
                              "there): its size for non-empty inputs is unproven"]
+
+
+def _segment_sum(src, indptr):
+    d = indptr.dim() - 1
+    counts = indptr.diff(dim=-1)
+    return src.new_zeros([*src.shape[:d], counts.shape[-1], *src.shape[d + 1:]])
+
+
+def test_a_segment_reduction_runs_along_its_offsets_tensor_s_last_dim():
+    """torch-scatter's segment_*_csr: `src`'s dim `indptr.dim() - 1` becomes
+    `indptr.shape[-1] - 1`, over any rank of `src` and batched `indptr` (issue 49 item 7:
+    the fake said "rank 2 only" and raised on the ranks the kernel takes)."""
+    op = _define("segment_sum(Tensor src, Tensor indptr) -> Tensor", _segment_sum)
+    ptr = torch.tensor([0, 2, 2, 7])
+    args = [(_x(7, 3), ptr), (_x(7), ptr), (_x(7, 3, 5), ptr), (_x(7, 4), ptr[:3]),
+            (_x(2, 7, 3), torch.stack([ptr, ptr])), (_x(9, 3), torch.tensor([0, 9])),
+            (_x(2, 7), torch.stack([ptr, ptr])), (_x(7, 2), ptr)]
+    rule = infer(op, [observe(op, a).call for a in args])
+    assert rule.outputs[0].shape == AlongDim("src", "", (BinOp("-", Dim("indptr", -1),
+                                                                Const(1)),), rank_of="indptr")

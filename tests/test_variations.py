@@ -127,7 +127,8 @@ def test_variations_are_deterministic_bounded_and_kinded(bundled):
     # or adds a leading dim, only one that inserts a dim after it (the rows stay)
     assert {"values", "dim", "dim-alone", "dtype"} <= set(kinds)
     assert [v.description for v in variations(op, sample) if v.kind == "rank"] == [
-        "key, value: a dim of 2 inserted after the leading one"]
+        "key, value: a dim of 2 inserted after the leading one",
+        "every tensor: a leading dim of 2 added"]  # a batch: which rank places the dim
     # kinds take turns, so a limit never leaves a whole kind out
     assert set(kinds[:6]) >= {"dim", "dim-alone", "dtype"}
     # the values redrawn, then each integer tensor alone at its least: a size that follows

@@ -513,6 +513,20 @@ def _rank_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]
         yield Variation(_replace(sample, dropped), f"{names}: leading dim dropped", "rank")
 
 
+def _batch_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Every tensor with a leading dim of 2 added together: a kernel batched over leading
+    dims (a segment reduction whose offsets tensor gains the batch dim its values have)
+    takes it where no tensor alone with one added could be, and shows which tensor's rank
+    places the dim it runs along."""
+    tensors = {slot: v for _, slot, v in _slots(op, sample)
+               if isinstance(v, torch.Tensor) and v.dim() >= 1}
+    if len(tensors) < 2 or sum(v.numel() * v.element_size() for v in tensors.values()) * 2 \
+            > MAX_BYTES:
+        return
+    added = {slot: v.unsqueeze(0).repeat(2, *([1] * v.dim())) for slot, v in tensors.items()}
+    yield Variation(_replace(sample, added), "every tensor: a leading dim of 2 added", "rank")
+
+
 def _layout_variations(op: OpOverload, sample: SampleInput
                        ) -> Iterator[Variation]:
     """Each tensor of rank 2 or more, same shape and values, laid out otherwise: its last two
@@ -551,7 +565,8 @@ def variations(op: OpOverload, sample: SampleInput,
              _int_variations(op, sample),
              _bool_variations(op, sample), _none_variations(op, sample),
              _dtype_variations(op, sample, dtypes), _rank_variations(op, sample),
-             _index_rank_variations(op, sample), _group_dim_variations(op, sample),
+             _index_rank_variations(op, sample), _batch_variation(op, sample),
+             _group_dim_variations(op, sample),
              _layout_variations(op, sample), _float_variations(op, sample)]
     produced = 0
     while kinds:

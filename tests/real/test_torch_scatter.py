@@ -20,6 +20,7 @@ from tests.conftest import ROOT, aclcap_process
 torch_scatter = pytest.importorskip("torch_scatter")
 
 STEP = ROOT / "tests" / "real" / "models" / "scatter_gnn_step.py"
+SEGMENT_STEP = ROOT / "tests" / "real" / "models" / "scatter_segment_step.py"
 OPS = ("max", "min", "mul")
 
 
@@ -86,3 +87,35 @@ def test_old_api_composites_are_named_by_their_api_with_a_fix_that_keeps_autogra
         fix = row["reasons"][0]
         assert f"torch.library.custom_op whose body calls torch.ops.torch_scatter.scatter_{name}" \
             in fix and "autograd Function on the Autograd key" in fix
+
+
+@pytest.fixture(scope="module")
+def segment_fakes(tmp_path_factory):
+    out = tmp_path_factory.mktemp("segment")
+    run = aclcap_process("check-meta", "--lib", "torch_scatter", "--samples-from",
+                         str(SEGMENT_STEP), "--synthesize", str(out / "fakes.py"))
+    assert run.code == 1, run.stderr  # composites: written, never registered
+    spec = importlib.util.spec_from_file_location("segment_fakes", out / "fakes.py")
+    fakes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fakes)
+    return fakes
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "min", "max"])
+def test_segment_fakes_hold_over_ranks_the_step_never_passed(segment_fakes, reduce):
+    """Issue 49 item 7: `segment_*_csr` said "holds for rank 2 only" and raised on a rank-1
+    or rank-3 `src` the kernel takes: the rule runs along `indptr.dim() - 1` of `src`,
+    batched over the dims before it."""
+    op = getattr(torch.ops.torch_scatter, f"segment_{reduce}_csr").default
+    fake_fn = getattr(segment_fakes, f"_fake_segment_{reduce}_csr")
+    ptr = torch.tensor([0, 2, 2, 7])
+    for src, indptr in [(torch.randn(7), ptr), (torch.randn(7, 3, 5), ptr),
+                        (torch.randn(2, 7, 4), torch.stack([ptr, ptr]))]:
+        real = op(src, indptr, None)
+        mode = FakeTensorMode(shape_env=ShapeEnv())
+        with mode:
+            fake = fake_fn(mode.from_tensor(src), mode.from_tensor(indptr), None)
+        real, fake = (real if isinstance(real, tuple) else (real,),
+                      fake if isinstance(fake, tuple) else (fake,))
+        assert [(tuple(f.shape), f.dtype) for f in fake] == \
+            [(tuple(r.shape), r.dtype) for r in real], (src.shape, indptr.shape)

@@ -180,7 +180,7 @@ c10::SymDimVector with_trailing(c10::SymDimVector head, const at::Tensor& t, int
 
 def _along_sizes(shape: AlongDim) -> str:
     """along_dim(...) of an AlongDim: its middle, or 1 where `keepdim` keeps the dim."""
-    x, dim = pyname(shape.arg), pyname(shape.dim_arg)
+    x, dim = pyname(shape.arg), shape.dim_source(pyname)
     if shape.keepdim is not None:
         return (f"{pyname(shape.keepdim)} ? along_dim({x}, {dim}, {{1}}) : "
                 f"along_dim({x}, {dim}, {{}})")

@@ -126,7 +126,7 @@ def shape_parts(out: OutputRule) -> list[str]:
     `x.shape[dim:][1:]` is what follows that dim for a negative `dim` too."""
     shape = out.shape
     if isinstance(shape, AlongDim):
-        x, dim = pyname(shape.arg), pyname(shape.dim_arg)
+        x, dim = pyname(shape.arg), shape.dim_source(pyname)
         middle = [expr_source(e) for e in shape.middle]
         if shape.keepdim is not None:
             middle = [f"*([1] if {pyname(shape.keepdim)} else [])"]

@@ -228,19 +228,16 @@ def _gathered(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
 
 def _along_dim(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
                notes: list[str], frame: AlongDim | None = None) -> AlongDim | None:
-    """The output is a tensor argument's shape with the dim an int argument picks replaced,
-    removed, or kept as 1 where a bool argument says so, in every call, over at least two
-    dims picked: a reduction or a scatter along `dim`. With a `frame` (the other regime's
-    rule), along its argument and dim argument whatever dims these calls picked."""
-    ints = [a.name for a in calls[0].args if all(
-        isinstance(c.arg(a.name).value, int) and not isinstance(c.arg(a.name).value, bool)
-        for c in calls)]
+    """The output is a tensor argument's shape with one dim replaced, removed, or kept as 1
+    where a bool argument says so, in every call, over at least two dims picked or ranks
+    around it: a reduction or a scatter along the dim an int argument picks, or a segment
+    reduction along the last dim of its offsets tensor. With a `frame` (the other regime's
+    rule), along its argument and dim whatever dims these calls picked."""
     bools = [a.name for a in calls[0].args
              if all(isinstance(c.arg(a.name).value, bool) for c in calls)]
     for arg in _tensor_args(calls) if frame is None else [frame.arg]:
         shapes = [c.arg(arg).tensor.shape for c in calls]
-        for dim_arg in ints if frame is None else [frame.dim_arg]:
-            values = [c.arg(dim_arg).value for c in calls]
+        for dim_arg, rank_of, values in _dim_sources(calls, arg, frame):
             if not all(-len(s) <= v < len(s) for s, v in zip(shapes, values, strict=True)):
                 continue
             picked = [v % len(s) for s, v in zip(shapes, values, strict=True)]
@@ -249,16 +246,39 @@ def _along_dim(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index
             rest = [s[:d] + s[d + 1:] for s, d in zip(shapes, picked, strict=True)]
             if all(len(o.shape) == len(s) and o.shape[:d] + o.shape[d + 1:] == r for o, s, d, r
                    in zip(outs, shapes, picked, rest, strict=True)):
+                what = f"`{rank_of}.dim() - 1`" if rank_of else f"`{dim_arg}`"
                 middle = _fit_dim(calls, [o.shape[d] for o, d in zip(outs, picked, strict=True)],
-                                  notes, f"output {index} dim `{dim_arg}`")
-                return AlongDim(arg, dim_arg, (middle,))
+                                  notes, f"output {index} dim {what}")
+                return AlongDim(arg, dim_arg, (middle,), rank_of=rank_of)
             if all(o.shape == r for o, r in zip(outs, rest, strict=True)):
-                return AlongDim(arg, dim_arg)
+                return AlongDim(arg, dim_arg, rank_of=rank_of)
             for keep in bools:
                 if all(o.shape == ((*s[:d], 1, *s[d + 1:]) if c.arg(keep).value else r)
                        for c, o, s, d, r in zip(calls, outs, shapes, picked, rest, strict=True)):
-                    return AlongDim(arg, dim_arg, keepdim=keep)
+                    return AlongDim(arg, dim_arg, keepdim=keep, rank_of=rank_of)
     return None
+
+
+def _dim_sources(calls: Sequence[ObservedCall], arg: str, frame: AlongDim | None
+                 ) -> list[tuple[str, str | None, list[int]]]:
+    """(int argument, tensor whose last dim it is, the dim in each call) of each way a call
+    can pick the dim of `arg` an output runs along: an int argument's value first, then
+    another tensor's rank minus 1, only where that rank moved (otherwise the constant dim
+    it gives is no more than a fitted leading size)."""
+    if frame is not None:
+        return [(frame.dim_arg, frame.rank_of, [
+            len(c.arg(frame.rank_of).tensor.shape) - 1 if frame.rank_of else
+            c.arg(frame.dim_arg).value
+            for c in calls])]
+    found: list[tuple[str, str | None, list[int]]] = [
+        (a.name, None, [c.arg(a.name).value for c in calls]) for a in calls[0].args if all(
+            isinstance(c.arg(a.name).value, int) and not isinstance(c.arg(a.name).value, bool)
+            for c in calls)]
+    for other in _tensor_args(calls):
+        ranks = [len(c.arg(other).tensor.shape) for c in calls]
+        if other != arg and min(ranks) >= 1 and len(set(ranks)) > 1:
+            found.append(("", other, [r - 1 for r in ranks]))
+    return found
 
 
 def _shape(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,

@@ -5,6 +5,7 @@ into source, and the report prints them in words: each stage reads only this."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -119,12 +120,19 @@ class AlongDim:
     """`[*arg.shape[:dim], *middle, *arg.shape[dim:][1:]]` where `dim` is the value of int
     argument `dim_arg` (negative counts from the end): a reduction or a scatter along a dim
     the caller picks. `middle` replaces that dim (`(IntArg("dim_size"),)`), empty removes
-    it; `keepdim` names a bool argument that keeps it as 1 where True."""
+    it; `keepdim` names a bool argument that keeps it as 1 where True. With `rank_of`, the
+    dim is that tensor's last (`indptr.dim() - 1`): a segment reduction along the dim its
+    offsets tensor ends at, batched over the dims before it."""
 
     arg: str
     dim_arg: str
     middle: tuple[Expr | Unbacked, ...] = ()
     keepdim: str | None = None
+    rank_of: str | None = None
+
+    def dim_source(self, name: Callable[[str], str]) -> str:
+        """The dim in either language, with `name` spelling an argument there."""
+        return f"{name(self.rank_of)}.dim() - 1" if self.rank_of else name(self.dim_arg)
 
 
 @dataclass(frozen=True)
