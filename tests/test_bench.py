@@ -329,9 +329,11 @@ def test_a_stale_graph_is_timed_but_never_shown_as_a_speedup_and_exits_1():
     frozen = aclcap("bench", str(ROOT / "examples" / "host_seq_lens.py"), *args)
     assert frozen.code == 1, frozen.stdout + frozen.stderr
     graph = next(r for r in frozen.json()["results"] if r["mode"] == "graph")
-    assert graph["stale"].startswith("output 0 differs from eager")
+    # capture's verdict, carried (issue 50 item 8): the frozen value and where it lives
+    assert graph["stale"].startswith("`aclcap capture` fails it: frozen at capture: "
+                                     "aclcap_example::attention_host_lens(seq_lens)")
     text = " ".join(frozen.stderr.split())  # the report, beside the JSON on stdout
-    assert "size 2: graph replay is STALE, no speedup" in text and "removed" not in text
+    assert "size 2: graph replay is NOT VALID, no speedup" in text and "removed" not in text
     live = aclcap("bench", str(ROOT / "examples" / "tensor_seq_lens.py"), *args)
     assert live.code == 0, live.stdout + live.stderr
     assert all(r["stale"] is None for r in live.json()["results"])

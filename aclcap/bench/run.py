@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -19,13 +19,17 @@ from aclcap.bench.options import BenchOptions
 from aclcap.bench.profile import StepProfile, profile_step
 from aclcap.bench.stats import UNSTABLE_CI, Stability, median_p90, stability
 from aclcap.bench.timing import BLOCK_S, BlockTime, steps_for, time_block, time_settled_steps
+from aclcap.capture.options import CaptureOptions
+from aclcap.capture.run import capture_step
 from aclcap.draw_state import restore, sets_state
 from aclcap.errors import CaptureError, UsageError
 from aclcap.graph.backends.base import Captured
 from aclcap.graph.distributed import RankInfo, settle, settle_each_call
+from aclcap.graph.options import StepOptions
 from aclcap.graph.padding import padded_sizes
 from aclcap.graph.replay import replay_check
 from aclcap.graph.step import StepContext, draw_reproducibly, prepare_step
+from aclcap.status import Status
 
 WARMUP_STEPS = 3
 MAX_ROUNDS = 60  # rounds past --rounds stop here whatever --min-time or --max-time ask
@@ -53,8 +57,8 @@ class BenchRow:
     over_floor: float | None = None  # step median / floor
     # graph rows of a step with host values: their update before each replay (host_update.py)
     host_update_us: float | None = None
-    # graph and piecewise rows: why the replay is stale (it differs from eager on a fresh
-    # draw, capture's check): its time is then no speedup, and bench exits 1
+    # graph and piecewise rows: why their replay is no speedup (capture fails the size, or
+    # the replay differs from eager on a fresh draw): timed, then bench exits 1
     stale: str | None = None
 
     def to_dict(self) -> dict:
@@ -179,10 +183,15 @@ def run_bench(options: BenchOptions,
     launches: dict[tuple[int, str], int | None] = {}
     captured, captured_pw, pieces = {}, {}, {}
     pw_mechanism = "aoti-piecewise"
+    fails: dict[int, str] = {}
     if "graph" in modes:
-        progress(f"capturing sizes {sizes} ({backend.mechanism})", 0)
-        try:
-            captured = {c.size: c for c in backend.capture(step, sizes)}
+        progress(f"capturing sizes {sizes} ({backend.mechanism}) and checking them as "
+                 "`aclcap capture` does", 0)
+        verdict = None if rank is not None else capture_verdict(step, options, sizes)
+        fails = verdict.fails if verdict else {}
+        try:  # capture's graphs where it made them; where its checks stopped first, bench's
+            captured = verdict.captured if verdict and verdict.captured else \
+                {c.size: c for c in backend.capture(step, sizes)}
         except CaptureError as exc:
             raise CaptureError(f"graph mode: capture failed: {exc} (run `aclcap capture` for "
                                "the details, or leave graph out of --modes)") from exc
@@ -198,8 +207,9 @@ def run_bench(options: BenchOptions,
     # --nproc: `aclcap capture --nproc` checks the ranks' replays in lockstep; here a rank
     # that found its replay stale first would stop calling collectives the others wait in
     stale = {} if rank is not None else {
-        **{(size, "graph"): why for size, why in stale_sizes(step, captured).items()},
-        **{(size, "piecewise"): why for size, why in stale_sizes(step, captured_pw).items()}}
+        **{(size, "graph"): f"`aclcap capture` fails it: {why}" for size, why in fails.items()},
+        **{(size, "piecewise"): f"on fresh inputs it differs from eager ({why}); `aclcap "
+           "capture` names the cause" for size, why in stale_sizes(step, captured_pw).items()}}
     compiled = torch.compile(model) if "compiled" in modes else None
     done = 0
     for size in sizes:
@@ -330,6 +340,26 @@ def _with_state(draw: tuple, fn: Callable[[], object]) -> Callable[[], object]:
         return fn()
 
     return run
+
+
+@dataclass
+class CaptureVerdict:
+    """What `aclcap capture` says of the sizes bench times: the first reason of each size it
+    fails, and the graphs it captured (none where its checks failed before capturing)."""
+
+    fails: dict[int, str]
+    captured: dict[int, Captured]
+
+
+def capture_verdict(step: StepContext, options: BenchOptions, sizes: list[int]
+                    ) -> CaptureVerdict:
+    """capture's whole check on bench's step and sizes: a replay it fails (a host read the
+    graph cannot hold, a value frozen at capture, a mismatch) is timed but never a
+    speedup. bench then replays capture's own graphs."""
+    shared = {f.name: getattr(options, f.name) for f in fields(StepOptions)}
+    report = capture_step(step, CaptureOptions(**{**shared, "shapes": tuple(sizes)}))
+    return CaptureVerdict({r.size: r.reasons[0] if r.reasons else r.status.value
+                           for r in report.rows if r.status == Status.FAIL}, report.captured)
 
 
 def stale_sizes(step: StepContext, captured: dict[int, Captured]) -> dict[int, str]:

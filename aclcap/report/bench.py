@@ -95,7 +95,7 @@ def _speedup(row: BenchRow) -> str:
     footnote under the table (unstable_line)."""
     judged = row.stability
     if row.stale:
-        return "stale"
+        return "not valid"
     if not _paired(row):  # without eager to pair with, its spread stands in
         return f"spread {row.spread:.2f}*" if row.unstable else times(row.speedup_vs_eager)
     lo, hi = judged.speedup_ci or (0.0, 0.0)
@@ -121,8 +121,7 @@ def bench_lines(result: BenchReport) -> list[str]:
     lines = [line] if (line := unstable_line(result)) else []
     what = "step time" if result.device == "cpu" else "host time per step"
     for r in result.stale:
-        lines.append(f"size {r.size}: {r.mode} replay is STALE, no speedup: on fresh inputs it "
-                     f"differs from eager ({r.stale}); `aclcap capture` names the cause")
+        lines.append(f"size {r.size}: {r.mode} replay is NOT VALID, no speedup: {r.stale}")
     for size, share in result.host_overhead_removed().items():
         did = f"removed {share:.0%} of" if share >= 0 else f"added {-share:.0%} to"
         lines.append(f"size {size}: graph replay ({result.mechanism}) {did} eager's {what}")
