@@ -357,7 +357,9 @@ def capture_verdict(step: StepContext, options: BenchOptions, sizes: list[int]
     graph cannot hold, a value frozen at capture, a mismatch) is timed but never a
     speedup. bench then replays capture's own graphs."""
     shared = {f.name: getattr(options, f.name) for f in fields(StepOptions)}
-    report = capture_step(step, CaptureOptions(**{**shared, "shapes": tuple(sizes)}))
+    mode = "piecewise" if options.graph_mode == "piecewise" else "full"  # the step's backend
+    report = capture_step(step, CaptureOptions(**{**shared, "shapes": tuple(sizes),
+                                                  "graph_mode": mode}))
     return CaptureVerdict({r.size: r.reasons[0] if r.reasons else r.status.value
                            for r in report.rows if r.status == Status.FAIL}, report.captured)
 
