@@ -453,3 +453,17 @@ def test_a_replay_that_crashes_the_process_is_one_line_naming_the_phase(tmp_path
     assert lines[-1].startswith("crashed: aclcap capture died of SIGSEGV while capturing size "
                                 "2"), run.stderr
     assert "Segmentation fault" not in run.stderr + run.stdout
+
+
+def test_a_view_the_schema_hides_at_one_token_is_named_at_that_size(tmp_path):
+    """Issue 50 item 9: at one token the op returns a view of its input that its schema
+    does not declare; the row said only `output 0 differs` while check-meta knew."""
+    doc = capture(str(MODELS / "one_token_view.py"), "--shapes", "1,2", "--device", "cpu",
+                  ACLCAP_CACHE_DIR=str(tmp_path)).json()
+    assert all(r["status"] == "fail" for r in doc["results"])
+    wrong = doc["trace"]["custom_ops_wrong_meta"]
+    assert [(w["op"], w["defect"], w["sizes_wrong"], w["sizes_right"]) for w in wrong] == [
+        ("onetokenview::split_kv", "schema", [1], [2])]
+    assert doc["results"][0]["reasons"][0].startswith(
+        "onetokenview::split_kv returns a view its schema does not declare: output 0 is a "
+        "view of `kv` at kv [1, 16]")

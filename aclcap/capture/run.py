@@ -12,7 +12,7 @@ from aclcap.capture import trace_cache
 from aclcap.capture.fresh import STALE_INPUTS, VARY_TRIES, inputs_are_fresh, varied_draw
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
-from aclcap.capture.trace_report import TraceReport, data_dependent
+from aclcap.capture.trace_report import WRONG, TraceReport, data_dependent
 from aclcap.draw_state import state_names, state_of
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
@@ -308,7 +308,7 @@ def _capture_step(step: StepContext, options: CaptureOptions,
     if trace.custom_ops_wrong_meta:
         # A graph compiled from a wrong fake allocates wrong buffers: running it can write
         # out of bounds, so it is not captured at all.
-        wrong = [f"{bad['op']} has a wrong meta impl: {bad['reason']}"
+        wrong = [f"{bad['op']} {WRONG[bad.get('defect', 'meta')]}: {bad['reason']}"
                  for bad in trace.custom_ops_wrong_meta]
         report.rows = failed_rows(sizes, mechanism, wrong)
         return report

@@ -39,20 +39,22 @@ def _custom_name(target: Any) -> str | None:
 
 def _wrong_fakes(calls: list[RecordedCall], ops: list[str]) -> list[dict[str, Any]]:
     """Per op, the fake's mismatches over every recorded call, with the sizes it is wrong
-    at and those it is right at."""
+    at and those it is right at; `defect` "schema" where the kernel returns a view its
+    schema does not declare, which no fake can match."""
     wrong: dict[str, dict[str, Any]] = {}
     right: dict[str, set[int]] = {}
     for recorded in calls:
         name, size = recorded.call.op.rsplit(".", 1)[0], recorded.step_size
         if name not in ops:
             continue
-        sample = recorded.sample
-        reasons = fake_mismatches(resolve_overload(recorded.call.op), sample.args,
-                                  sample.kwargs, recorded.outputs)
+        sample, op = recorded.sample, resolve_overload(recorded.call.op)
+        hidden = _undeclared_aliases(op, recorded)
+        reasons = hidden or fake_mismatches(op, sample.args, sample.kwargs, recorded.outputs)
         if not reasons:
             right.setdefault(name, set()).add(size)
             continue
-        entry = wrong.setdefault(name, {"op": name, "reason": reasons[0], "sizes_wrong": []})
+        entry = wrong.setdefault(name, {"op": name, "reason": reasons[0], "sizes_wrong": [],
+                                        "defect": "schema" if hidden else "meta"})
         if size not in entry["sizes_wrong"]:
             entry["sizes_wrong"].append(size)
     found = []
@@ -63,6 +65,22 @@ def _wrong_fakes(calls: list[RecordedCall], ops: list[str]) -> list[dict[str, An
             entry["reason"] += (f" (wrong at size {', '.join(map(str, entry['sizes_wrong']))}; "
                                 f"right at size {', '.join(map(str, good))})")
         found.append(entry)
+    return found
+
+
+def _undeclared_aliases(op: OpOverload, recorded: RecordedCall) -> list[str]:
+    """Outputs the kernel returned as a view of an input at this call where the schema
+    declares no alias (a fast path at one token returning a slice): a compiled graph gives
+    a fresh tensor there, whatever the fake, and the replay differs from eager."""
+    found = []
+    for i, (out, ret) in enumerate(zip(recorded.call.outputs or (), op._schema.returns,
+                                       strict=False)):
+        if out is not None and out.aliases is not None and ret.alias_info is None:
+            shapes = ", ".join(f"{a.name} {list(a.tensor.shape)}" for a in recorded.call.args
+                               if a.tensor is not None)
+            found.append(f"output {i} is a view of `{out.aliases}` at {shapes}, but the schema "
+                         "declares no alias: a graph returns a fresh tensor there; make the "
+                         "kernel return a copy (or a view always, annotated in the schema)")
     return found
 
 

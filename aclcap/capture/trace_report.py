@@ -18,6 +18,8 @@ from aclcap.graph.compiles import Compile
 # pinned its own token count (`if x.shape[0] == 8`), which no host read explains (issue 50).
 _DATA_DEPENDENT = re.compile(r"data.dependent|DataDependent|unbacked", re.IGNORECASE)
 _UNBACKED = re.compile(r"\bu\d+\b")
+# What a custom op the trace checked gets wrong, by its `defect` (trace._wrong_fakes).
+WRONG = {"meta": "has a wrong meta impl", "schema": "returns a view its schema does not declare"}
 
 
 def data_dependent(reason: str) -> bool:

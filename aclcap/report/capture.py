@@ -270,6 +270,8 @@ def piecewise_lines(result: CaptureReport) -> list[str]:
 
 
 def trace_lines(result: CaptureReport) -> list[str]:
+    from aclcap.capture.trace_report import WRONG  # loaded with the result's trace
+
     trace = result.trace
     cached = f" (from the cache: traced {result.trace_cache['taken']}, nothing it depends " \
         "on changed since; --no-cache traces again)" if result.trace_cache else ""
@@ -287,7 +289,8 @@ def trace_lines(result: CaptureReport) -> list[str]:
     for op in trace.custom_ops_outside_graph:
         lines.append(f"custom op outside any graph: {op['op']}: {op['reason']}")
     for op in trace.custom_ops_wrong_meta:
-        lines.append(f"custom op with a wrong meta impl: {op['op']}: {op['reason']}")
+        lines.append(f"custom op that {WRONG[op.get('defect', 'meta')]}: {op['op']}: "
+                     f"{op['reason']}")
     if trace.recompiles:
         # A run that failed before its backend compiled has none to name.
         backend = result.backend.compile_backend
