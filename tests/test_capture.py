@@ -467,3 +467,14 @@ def test_a_view_the_schema_hides_at_one_token_is_named_at_that_size(tmp_path):
     assert doc["results"][0]["reasons"][0].startswith(
         "onetokenview::split_kv returns a view its schema does not declare: output 0 is a "
         "view of `kv` at kv [1, 16]")
+
+
+def test_bisect_runs_on_the_graph_dynamo_traced_where_export_refuses_the_step(tmp_path):
+    """Issue 50 item 9: `--bisect` stopped at "cannot bisect: torch.export failed" on a
+    step export refuses (a weight reached through `.data`, as vLLM's RMSNorm does)."""
+    run = capture(str(MODELS / "diverging_data.py"), "--device", "cpu", "--dtype", "bfloat16",
+                  "--bisect", ACLCAP_CACHE_DIR=str(tmp_path))
+    assert run.code == 1
+    bisect = run.json()["bisect"]
+    assert (bisect["op"], bisect["source"]) == ("operator.sub", "diverging_data.py:26"), bisect
+    assert bisect["layer"].startswith("inductor's code")

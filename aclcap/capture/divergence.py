@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from aclcap._compat import flat_codegen, reset_dynamo
+from aclcap._compat import OpOverload, flat_codegen, reset_dynamo
 from aclcap.errors import first_line
 from aclcap.graph.compare import compare
 from aclcap.graph.export import export_step
@@ -95,19 +95,59 @@ def first_diverging_node(step: StepContext, args: tuple) -> dict[str, Any]:
     return {**found, "backends": backends, "backend": differing, "layer": layer}
 
 
-def _bisect(step: StepContext, args: tuple, backend: str) -> dict[str, Any]:
-    """The first node whose prefix, compiled with `backend`, diverges from eager."""
-    model, dims, tol, model_file = step.model, step.dims, step.tolerance, step.spec.path
+def _op_name(target: Any) -> str:
+    """`aten.sub.Tensor` for an op; `operator.sub`, `torch.nn.functional.linear` for the
+    Python callables a Dynamo graph calls."""
+    if isinstance(target, OpOverload) or not hasattr(target, "__name__"):
+        return str(target)
+    module = (getattr(target, "__module__", None) or "").removeprefix("_")
+    return f"{module}.{target.__name__}" if module else target.__name__
+
+
+def _copies(inputs: list[Any]) -> list[Any]:
+    return [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+
+
+def _graph(step: StepContext, args: tuple) -> tuple[torch.fx.GraphModule, list[Any]]:
+    """The step's graph with flat positional inputs, and the inputs it runs on: torch.export's
+    where it takes the step, else the one graph Dynamo traces (its inputs the call's tensors
+    and the module's state, as Dynamo lifts them). vLLM's steps reach a weight through
+    `.data`, which export refuses and Dynamo traces (issue 50: bisect stopped there)."""
     try:
-        exported = export_step(model, args, dims)
-    except Exception as exc:
-        return {"node": None, "error": f"cannot bisect: torch.export failed: {first_line(exc)}"}
+        exported = export_step(step.model, args, step.dims)
+    except Exception as export_failure:
+        graphs: list[tuple[torch.fx.GraphModule, list[Any]]] = []
+
+        def keep(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+            graphs.append((gm, list(example_inputs)))
+            return gm.forward
+
+        reset_dynamo()
+        try:
+            with torch.no_grad():
+                torch.compile(step.model, backend=keep, fullgraph=True)(*_copies(list(args)))
+        except Exception as exc:
+            raise RuntimeError(f"torch.export failed ({first_line(export_failure)}) and "
+                               f"torch.compile made no single graph ({first_line(exc)})") from exc
+        finally:
+            reset_dynamo()
+        return graphs[0]
     gm = exported.module()
     flat_codegen(gm)  # flat positional inputs, no pytree specs
     gm.recompile()
+    return gm, list(args)
+
+
+def _bisect(step: StepContext, args: tuple, backend: str) -> dict[str, Any]:
+    """The first node whose prefix, compiled with `backend`, diverges from eager."""
+    tol, model_file = step.tolerance, step.spec.path
+    try:
+        gm, inputs = _graph(step, args)
+    except Exception as exc:
+        return {"node": None, "error": f"cannot bisect: {first_line(exc)}"}
     recorder = _Recorder(gm)
     with torch.no_grad():
-        recorder.run(*[t.clone() for t in args])
+        recorder.run(*_copies(inputs))
     candidates = [n for n in gm.graph.nodes if n.op == "call_function"
                   and isinstance(recorder.values.get(n.name), torch.Tensor)]
 
@@ -116,7 +156,7 @@ def _bisect(step: StepContext, args: tuple, backend: str) -> dict[str, Any]:
         try:
             with torch.no_grad():
                 got = torch.compile(_prefix(gm, n.name), backend=backend, dynamic=True)(
-                    *[t.clone() for t in args])
+                    *_copies(inputs))
         except Exception as exc:
             return True, float("nan"), first_line(exc)
         result = compare({"value": recorder.values[n.name]}, {"value": got}, tol)
@@ -126,8 +166,8 @@ def _bisect(step: StepContext, args: tuple, backend: str) -> dict[str, Any]:
     last_bad, last_err, last_error = diverges(candidates[hi])
     if not last_bad:
         return {"node": None, "error": f"the whole step compiled with {backend} differs, but "
-                "no prefix of its exported graph does: the graph torch.export makes is "
-                "not the one torch.compile traced (see the backends above)"}
+                "no prefix of the graph bisected does: it is not the one torch.compile "
+                "traced (see the backends above)"}
     while lo < hi:  # invariant: candidates[hi] diverges
         mid = (lo + hi) // 2
         bad, err, error = diverges(candidates[mid])
@@ -137,5 +177,5 @@ def _bisect(step: StepContext, args: tuple, backend: str) -> dict[str, Any]:
             lo = mid + 1
     node = candidates[hi]
     value = recorder.values[node.name]
-    return {"node": node.name, "op": str(node.target), "shape": list(value.shape),
+    return {"node": node.name, "op": _op_name(node.target), "shape": list(value.shape),
             "source": _source(node, model_file), "max_abs_err": last_err, "error": last_error}
