@@ -8,6 +8,7 @@ torch in the child, where a fork of the parsed command costs nothing."""
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import os
 import signal
@@ -71,6 +72,9 @@ def run_guarded(work: Callable[[], int], debug: bool = False) -> int | Crashed:
         try:
             code = work()
         finally:
+            # The exit hooks run (the fork server's end, torch's own), then out without the
+            # interpreter's teardown of every module, which only the parent still needs.
+            atexit._run_exitfuncs()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)

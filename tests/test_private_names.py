@@ -43,9 +43,11 @@ EXPECTED = [
 # every OpOverload (`_schema`, `_overloadname`) and packet (`_qualified_op_name`), which
 # have no public spelling of them; allowed, not wrapped.
 OP_ATTRIBUTES = {"_schema", "_overloadname", "_qualified_op_name"}
-# Private attributes that are not torch's: sys._getframe, os._exit, multiprocessing's fork
-# server (_forkserver.py), aclcap's own marker on a model module.
-NOT_TORCH = {"_getframe", "_exit", "_forkserver", "_forkserver_pid", "_aclcap_source_sha256"}
+# Private attributes that are not torch's: sys._getframe, os._exit, atexit's hooks run by
+# a forked child before it leaves (crash_guard.py), multiprocessing's fork server
+# (_forkserver.py), aclcap's own marker on a model module.
+NOT_TORCH = {"_getframe", "_exit", "_run_exitfuncs", "_forkserver", "_forkserver_pid",
+             "_aclcap_source_sha256"}
 
 
 def _private(part: str) -> bool:
