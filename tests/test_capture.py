@@ -478,3 +478,20 @@ def test_bisect_runs_on_the_graph_dynamo_traced_where_export_refuses_the_step(tm
     bisect = run.json()["bisect"]
     assert (bisect["op"], bisect["source"]) == ("operator.sub", "diverging_data.py:13"), bisect
     assert bisect["layer"].startswith("inductor's code")
+
+
+def test_the_advice_after_a_failed_trace_names_every_library_without_a_fake(tmp_path):
+    """Issue 50 item 10: two libraries' ops without fakes; the trace stops at the first and
+    the advice named its library only. Pasted, the command checks both."""
+    import shlex
+
+    doc = capture(str(MODELS / "two_fakeless_libs.py"), "--shapes", "2", "--device", "cpu",
+                  ACLCAP_CACHE_DIR=str(tmp_path)).json()
+    reason = doc["results"][0]["reasons"][0]
+    advice = reason.rsplit("run `", 1)[1].rstrip("`")
+    assert "--namespace fakelessa --namespace fakelessb" in advice, reason
+    run = aclcap_process(*shlex.split(advice)[1:], "--json", "-",
+                         ACLCAP_CACHE_DIR=str(tmp_path))
+    assert run.code == 1, run.stdout + run.stderr  # both are missing their meta: a finding
+    assert {r["op"]: r["status"] for r in run.json()["results"]} == {
+        "fakelessa::scale.default": "missing", "fakelessb::shift.default": "missing"}

@@ -16,7 +16,7 @@ import torch
 
 from aclcap._compat import OpOverload, OpOverloadPacket, op_names
 from aclcap._tensors import clone_tensors
-from aclcap.capture.trace_report import GraphBreak, TraceReport, data_dependent
+from aclcap.capture.trace_report import NO_META, GraphBreak, TraceReport, data_dependent
 from aclcap.draw_state import restore
 from aclcap.errors import first_line, first_text_line, innermost, summary
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
@@ -240,8 +240,7 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
             if name and name not in in_graph:
                 in_graph.append(name)
     outside = [name for name in recorder.seen if name not in in_graph]
-    meta_missing = {o.dispatcher_name.split(".")[0] for o in list_ops(
-        sorted({n.split("::")[0] for n in outside})) if o.meta_kind == MetaKind.MISSING}
+    meta_missing = _meta_missing(outside)
     wrong_meta = _wrong_fakes(recorder.records, in_graph)
     first = next(iter(breaks.values()), None)
     where = f" (graph break at {Path(first.file).name}:{first.line})" if first else ""
@@ -251,8 +250,8 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
         ops_per_graph=[len(ops) for ops in ops_per_graph],
         custom_ops_in_graph=in_graph,
         custom_ops_outside_graph=[
-            {"op": name, "reason": "no meta impl: run `aclcap check-meta`" if name in
-             meta_missing else f"runs eagerly between graphs{where}"} for name in outside],
+            {"op": name, "reason": NO_META if name in meta_missing else
+             f"runs eagerly between graphs{where}"} for name in outside],
         custom_ops_wrong_meta=wrong_meta,
         recompiles=log.compiles if logged else [],
         size_pinned=pinned,
@@ -261,10 +260,18 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
 
 def _untraced(seen: list[str], error: dict[str, Any], recompiles: list) -> TraceReport:
     """The report of a step that no graph came from: the failure, and every custom op the
-    eager step called as outside any graph."""
+    eager step called as outside any graph, those with no meta impl said so (the trace
+    stops at the first; the user would meet the others one run at a time)."""
+    missing = _meta_missing(seen)
     return TraceReport(graph_count=0, custom_ops_outside_graph=[
-        {"op": name, "reason": "tracing failed before any graph"} for name in seen],
-        error=error, recompiles=recompiles)
+        {"op": name, "reason": NO_META if name in missing else "tracing failed before any "
+         "graph"} for name in seen], error=error, recompiles=recompiles)
+
+
+def _meta_missing(names: list[str]) -> set[str]:
+    """The ops (`ns::name`) among `names` with no meta impl."""
+    return {o.dispatcher_name.split(".")[0] for o in list_ops(
+        sorted({n.split("::")[0] for n in names})) if o.meta_kind == MetaKind.MISSING}
 
 
 def pins_its_size(exc: Exception) -> bool:

@@ -18,6 +18,7 @@ from aclcap.graph.compiles import Compile
 # pinned its own token count (`if x.shape[0] == 8`), which no host read explains (issue 50).
 _DATA_DEPENDENT = re.compile(r"data.dependent|DataDependent|unbacked", re.IGNORECASE)
 _UNBACKED = re.compile(r"\bu\d+\b")
+NO_META = "no meta impl: run `aclcap check-meta`"  # a custom op's reason outside any graph
 # What a custom op the trace checked gets wrong, by its `defect` (trace._wrong_fakes).
 WRONG = {"meta": "has a wrong meta impl", "schema": "returns a view its schema does not declare"}
 
@@ -73,8 +74,12 @@ class TraceReport:
         if not e["op"]:  # no op to blame: nothing for check-meta to check
             return text
         model = _as_typed(e["model"]) if e.get("model") else "MODEL.py"
-        return (f"{text}; run `aclcap check-meta --namespace {e['op'].split('::')[0]} "
-                f"--samples-from {model}`")
+        # every library whose ops the step calls without a meta, not only the first
+        spaces = dict.fromkeys([e["op"].split("::")[0], *(
+            o["op"].split("::")[0] for o in self.custom_ops_outside_graph
+            if o["reason"] == NO_META)])
+        namespaces = " ".join(f"--namespace {ns}" for ns in spaces)
+        return f"{text}; run `aclcap check-meta {namespaces} --samples-from {model}`"
 
     def passes_through(self, file: str, line: int) -> bool:
         """Whether a graph break or the tracing failure has `file:line` on its user stack:
