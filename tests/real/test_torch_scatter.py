@@ -93,11 +93,14 @@ def test_old_api_composites_are_named_by_their_api_with_a_fix_that_keeps_autogra
 def segment_fakes(tmp_path_factory):
     out = tmp_path_factory.mktemp("segment")
     run = aclcap_process("check-meta", "--lib", "torch_scatter", "--samples-from",
-                         str(SEGMENT_STEP), "--synthesize", str(out / "fakes.py"))
+                         str(SEGMENT_STEP), "--synthesize", str(out / "fakes.py"), "--json",
+                         str(out / "run.json"))
     assert run.code == 1, run.stderr  # composites: written, never registered
     spec = importlib.util.spec_from_file_location("segment_fakes", out / "fakes.py")
     fakes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fakes)
+    fakes.synthesis = {r["op"]: r["synthesis"] for r in json.loads(
+        (out / "run.json").read_text())["results"] if "synthesis" in r}
     return fakes
 
 
@@ -119,3 +122,24 @@ def test_segment_fakes_hold_over_ranks_the_step_never_passed(segment_fakes, redu
                       fake if isinstance(fake, tuple) else (fake,))
         assert [(tuple(f.shape), f.dtype) for f in fake] == \
             [(tuple(r.shape), r.dtype) for r in real], (src.shape, indptr.shape)
+
+
+def test_scatter_max_with_out_returns_out_and_its_other_regime_keeps_out_s_frame(segment_fakes):
+    """Issue 49 item 7: with `out=` given the op returns `out` itself (and its arg indices
+    shaped as `out`); the regime without `out`, seen at one rank and `dim` only, takes the
+    frame `out` kept to `src` over the other regime's ranks and dims, not a rank-2 fit."""
+    synthesis = segment_fakes.synthesis["torch_scatter::scatter_max.default"]
+    rules = synthesis["rule"]
+    assert rules, synthesis
+    assert rules[0].startswith("out 0: `_3` itself where `_3` is given; else "
+                               "[*_0.shape[:_2], data-dependent"), rules
+    assert "else [*_0.shape[:_2], data-dependent" in rules[1], rules
+    fake_fn = segment_fakes._fake_scatter_max
+    src, index = torch.randn(4, 3, 5), torch.randint(0, 2, (4, 3, 5))
+    for dim, out in [(0, torch.zeros(2, 3, 5)), (-2, torch.zeros(4, 6, 5))]:
+        real = torch.ops.torch_scatter.scatter_max.default(src, index, dim, out.clone(), None)
+        mode = FakeTensorMode(shape_env=ShapeEnv())
+        with mode:
+            given = mode.from_tensor(out)
+            fake = fake_fn(mode.from_tensor(src), mode.from_tensor(index), dim, given, None)
+        assert fake[0] is given and tuple(fake[1].shape) == tuple(real[1].shape)

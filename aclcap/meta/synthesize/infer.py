@@ -227,7 +227,8 @@ def _gathered(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
 
 
 def _along_dim(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
-               notes: list[str], frame: AlongDim | None = None) -> AlongDim | None:
+               notes: list[str], frame: AlongDim | None = None, exclude: str | None = None
+               ) -> AlongDim | None:
     """The output is a tensor argument's shape with one dim replaced, removed, or kept as 1
     where a bool argument says so, in every call, over at least two dims picked or ranks
     around it: a reduction or a scatter along the dim an int argument picks, or a segment
@@ -236,6 +237,8 @@ def _along_dim(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index
     bools = [a.name for a in calls[0].args
              if all(isinstance(c.arg(a.name).value, bool) for c in calls)]
     for arg in _tensor_args(calls) if frame is None else [frame.arg]:
+        if arg == exclude:  # the tensor whose own shape `outs` are
+            continue
         shapes = [c.arg(arg).tensor.shape for c in calls]
         for dim_arg, rank_of, values in _dim_sources(calls, arg, frame):
             if not all(-len(s) <= v < len(s) for s, v in zip(shapes, values, strict=True)):
@@ -490,7 +493,7 @@ def _output(calls: Sequence[ObservedCall], index: int, notes: list[str],
         try:
             rest = [o for o in optional if o != arg]
             when_given = _output(given, index, tried, rest)
-            when_none = _framed(absent, index, tried, rest, when_given)
+            when_none = _framed(absent, index, tried, rest, when_given, given)
             split = replace(when_none, given=(arg, when_given, when_none))
         except SynthesisError:
             continue
@@ -507,12 +510,15 @@ def _output(calls: Sequence[ObservedCall], index: int, notes: list[str],
 
 
 def _framed(calls: Sequence[ObservedCall], index: int, notes: list[str],
-            optional: Sequence[str], other: OutputRule) -> OutputRule:
+            optional: Sequence[str], other: OutputRule, other_calls: Sequence[ObservedCall]
+            ) -> OutputRule:
     """The rule of one regime, along the same `dim` argument as the other regime's where
-    that fits: a regime seen at one `dim` value (`dim_size` None) takes the frame the other
-    showed over several."""
+    that fits: a regime seen at one `dim` value and rank (`dim_size` None) takes the frame
+    the other showed over several; where the other returns an input itself (`out=` given),
+    the frame that input's shape keeps to the others (`out` is `src` resized along `dim`)."""
     rule = _output(calls, index, notes, optional)
-    frame = other.shape if isinstance(other.shape, AlongDim) else None
+    frame = other.shape if isinstance(other.shape, AlongDim) else _kept_frame(other, other_calls,
+                                                                              index)
     present = [c for c in calls if c.outputs[index] is not None]
     if frame is None or isinstance(rule.shape, AlongDim) or rule.given is not None or \
             not present:
@@ -520,6 +526,29 @@ def _framed(calls: Sequence[ObservedCall], index: int, notes: list[str],
     outs = [c.outputs[index] for c in present]
     framed = _along_dim(present, outs, index, [], frame)
     return rule if framed is None else replace(rule, shape=framed)
+
+
+def _kept_frame(rule: OutputRule, calls: Sequence[ObservedCall], index: int
+                ) -> AlongDim | None:
+    """The AlongDim that the input a regime's output is, or is shaped as (`out` given, an
+    index tensor shaped as `out`), keeps to the other inputs over the regime's calls; None
+    where the output follows no one input's shape, or that input keeps none."""
+    name = _shaped_as(rule)
+    kept = [c.arg(name).tensor for c in calls] if name else []
+    if not kept or any(t is None for t in kept):
+        return None
+    return _along_dim(calls, kept, index, [], None, exclude=name)
+
+
+def _shaped_as(rule: OutputRule) -> str | None:
+    """The input an output is, or has the whole shape of."""
+    if rule.alias.kind == "input":
+        return rule.alias.arg
+    shape = rule.shape
+    if isinstance(shape, tuple) and len(shape) == 1 and isinstance(shape[0], LeadingDims) \
+            and shape[0].drop == 0:
+        return shape[0].arg
+    return None
 
 
 def _plain_output(calls: Sequence[ObservedCall], index: int, notes: list[str]) -> OutputRule:
