@@ -188,7 +188,7 @@ def test_bisect_names_the_planted_node():
     assert run.code == 1
     bisect = run.json()["bisect"]
     assert bisect["node"] == "sub" and bisect["op"] == "aten.sub.Tensor"
-    assert bisect["source"] == "diverging.py:26"
+    assert bisect["source"] == "diverging.py:29"
     assert "first diverging node `sub`" in run.stderr
     # aot_eager (tracing) matches eager; inductor's fused code is where it diverges
     assert bisect["backends"]["aot_eager"] == "" and bisect["backends"]["inductor"]
@@ -476,7 +476,7 @@ def test_bisect_runs_on_the_graph_dynamo_traced_where_export_refuses_the_step(tm
                   "--bisect", ACLCAP_CACHE_DIR=str(tmp_path))
     assert run.code == 1
     bisect = run.json()["bisect"]
-    assert (bisect["op"], bisect["source"]) == ("operator.sub", "diverging_data.py:13"), bisect
+    assert (bisect["op"], bisect["source"]) == ("operator.sub", "diverging.py:29"), bisect
     assert bisect["layer"].startswith("inductor's code")
 
 
