@@ -32,7 +32,7 @@ class Crashed:
         where = f" while {self.phase}" if self.phase else ""
         return (f"{command} died of {self.signal_name}{where}: native code (a kernel, or the "
                 "compiled graph replaying it) crashed the process; run that size alone "
-                "(--shapes) with --debug for the native stack")
+                "(--shapes) with --debug for the Python stack at the crash")
 
 
 def can_guard() -> bool:
