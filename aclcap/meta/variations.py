@@ -517,13 +517,18 @@ def _batch_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]
     """Every tensor with a leading dim of 2 added together: a kernel batched over leading
     dims (a segment reduction whose offsets tensor gains the batch dim its values have)
     takes it where no tensor alone with one added could be, and shows which tensor's rank
-    places the dim it runs along."""
-    tensors = {slot: v for _, slot, v in _slots(op, sample)
-               if isinstance(v, torch.Tensor) and v.dim() >= 1}
+    places the dim it runs along. An int that could name a dim from the front (`dim=0`)
+    moves with the dims, so it names the same one: a scatter along the batch dim instead
+    would write past its output (torch-scatter checks no index) and corrupt the worker."""
+    slots = _slots(op, sample)
+    tensors = {slot: v for _, slot, v in slots if isinstance(v, torch.Tensor) and v.dim() >= 1}
     if len(tensors) < 2 or sum(v.numel() * v.element_size() for v in tensors.values()) * 2 \
             > MAX_BYTES:
         return
-    added = {slot: v.unsqueeze(0).repeat(2, *([1] * v.dim())) for slot, v in tensors.items()}
+    rank = _max_rank(op, sample)
+    added: dict[_Slot, Any] = {slot: v.unsqueeze(0).repeat(2, *([1] * v.dim()))
+                               for slot, v in tensors.items()}
+    added |= {slot: v + 1 for a, slot, v in slots if _is_int_arg(a, v) and 0 <= v < rank}
     yield Variation(_replace(sample, added), "every tensor: a leading dim of 2 added", "rank")
 
 

@@ -49,7 +49,9 @@ def _unseen() -> list[tuple]:
     """(src, index, dim, dim_size): ranks, dims and sizes the step never passed."""
     return [(torch.randn(7, 3, 5), torch.randint(0, 4, (7,)), 0, 6),
             (torch.randn(5, 8), torch.randint(0, 3, (5, 8)), 1, 3),
-            (torch.randn(2, 6, 4), torch.randint(0, 5, (2, 6, 4)), -2, 9)]
+            (torch.randn(2, 6, 4), torch.randint(0, 5, (2, 6, 4)), -2, 9),
+            (torch.randn(8), torch.randint(0, 5, (8,)), 0, 6),
+            (torch.randn(3, 5), torch.randint(0, 4, (3, 5)), -1, 4)]
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -176,3 +178,27 @@ def test_the_fake_without_dim_size_holds_through_the_wrapper_the_verdict_advises
         assert [s for i, s in enumerate(fake.shape) if i != d] == \
             [s for i, s in enumerate(real.shape) if i != d], (src.shape, dim)
         assert isinstance(fake.shape[d], torch.SymInt)  # data-dependent: unbacked
+
+
+def test_gather_csr_s_fake_keeps_the_rank_and_the_dims_around_its_data_dependent_one(
+        segment_fakes):
+    """gather_csr's size along `indptr.dim() - 1` is `indptr[-1]`, a value: through the
+    custom_op wrapper its verdict advises, the fake gives every other size of `src` and the
+    kernel's rank, on a rank-1 and a rank-3 `src` and a batched `indptr`."""
+    op = torch.ops.torch_scatter.gather_csr.default
+
+    @torch.library.custom_op("aclcap_scatterwrap::gather_csr", mutates_args=())
+    def wrapper(src: torch.Tensor, indptr: torch.Tensor) -> torch.Tensor:
+        return op(src, indptr, None).clone()
+
+    wrapper.register_fake(lambda src, indptr: segment_fakes._fake_gather_csr(src, indptr, None))
+    ptr = torch.tensor([0, 2, 2, 3])
+    for src, indptr in [(torch.randn(3), ptr), (torch.randn(3, 4, 5), ptr),
+                        (torch.randn(2, 3, 4), torch.stack([ptr, ptr]))]:
+        real = wrapper(src, indptr)
+        with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+            fake = wrapper(mode.from_tensor(src), mode.from_tensor(indptr))
+        d = indptr.dim() - 1
+        assert fake.dim() == real.dim(), (src.shape, indptr.shape)
+        assert [s for i, s in enumerate(fake.shape) if i != d] == \
+            [s for i, s in enumerate(real.shape) if i != d], (src.shape, indptr.shape)
