@@ -37,8 +37,8 @@ def _called(fn: types.FunctionType, names: set[str]) -> Iterator[Any]:
             yield from (getattr(value, n, None) for n in names)
 
 
-def _reads(fn: types.FunctionType, change: StateChange) -> bool:
-    names = set(global_names(fn.__code__))
+def _reads(fn: types.FunctionType, names: set[str], change: StateChange) -> bool:
+    """Whether `fn` (whose global names are `names`) reads `change`'s key of its owner."""
     if change.key not in names:
         return False
     if isinstance(change.owner, dict):  # a module global, named in its own module
@@ -55,11 +55,12 @@ def reader_of(op: str, state: Sequence[StateChange]) -> str | None:
         if id(fn.__code__) in seen or (fn.__module__ or "").startswith("torch"):
             continue
         seen.add(id(fn.__code__))
+        names = set(global_names(fn.__code__))  # once per function, for every check below
         for change in state:
-            if _reads(fn, change):
+            if _reads(fn, names, change):
                 return change.name
         if depth < MAX_DEPTH:
-            todo += [(f, depth + 1) for v in _called(fn, set(global_names(fn.__code__)))
+            todo += [(f, depth + 1) for v in _called(fn, names)
                      if isinstance(v, types.FunctionType) for f in functions(v)]
     return None
 
