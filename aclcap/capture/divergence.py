@@ -19,6 +19,7 @@ import torch
 import torch.fx
 
 from aclcap._compat import OpOverload, flat_codegen, reset_dynamo
+from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line
 from aclcap.graph.compare import compare
 from aclcap.graph.export import export_step
@@ -104,10 +105,6 @@ def _op_name(target: Any) -> str:
     return f"{module}.{target.__name__}" if module else target.__name__
 
 
-def _copies(inputs: list[Any]) -> list[Any]:
-    return [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
-
-
 def _graph(step: StepContext, args: tuple) -> tuple[torch.fx.GraphModule, list[Any]]:
     """The step's graph with flat positional inputs, and the inputs it runs on: torch.export's
     where it takes the step, else the one graph Dynamo traces (its inputs the call's tensors
@@ -125,7 +122,7 @@ def _graph(step: StepContext, args: tuple) -> tuple[torch.fx.GraphModule, list[A
         reset_dynamo()
         try:
             with torch.no_grad():
-                torch.compile(step.model, backend=keep, fullgraph=True)(*_copies(list(args)))
+                torch.compile(step.model, backend=keep, fullgraph=True)(*clone_tensors(list(args)))
         except Exception as exc:
             raise RuntimeError(f"torch.export failed ({first_line(export_failure)}) and "
                                f"torch.compile made no single graph ({first_line(exc)})") from exc
@@ -147,7 +144,7 @@ def _bisect(step: StepContext, args: tuple, backend: str) -> dict[str, Any]:
         return {"node": None, "error": f"cannot bisect: {first_line(exc)}"}
     recorder = _Recorder(gm)
     with torch.no_grad():
-        recorder.run(*_copies(inputs))
+        recorder.run(*clone_tensors(inputs))
     candidates = [n for n in gm.graph.nodes if n.op == "call_function"
                   and isinstance(recorder.values.get(n.name), torch.Tensor)]
 
@@ -156,7 +153,7 @@ def _bisect(step: StepContext, args: tuple, backend: str) -> dict[str, Any]:
         try:
             with torch.no_grad():
                 got = torch.compile(_prefix(gm, n.name), backend=backend, dynamic=True)(
-                    *_copies(inputs))
+                    *clone_tensors(inputs))
         except Exception as exc:
             return True, float("nan"), first_line(exc)
         result = compare({"value": recorder.values[n.name]}, {"value": got}, tol)
