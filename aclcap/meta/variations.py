@@ -525,7 +525,7 @@ def _batch_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]
     if len(tensors) < 2 or sum(v.numel() * v.element_size() for v in tensors.values()) * 2 \
             > MAX_BYTES:
         return
-    rank = _max_rank(op, sample)
+    rank = max(v.dim() for v in tensors.values())  # the slots are read above already
     added: dict[_Slot, Any] = {slot: v.unsqueeze(0).repeat(2, *([1] * v.dim()))
                                for slot, v in tensors.items()}
     added |= {slot: v + 1 for a, slot, v in slots if _is_int_arg(a, v) and 0 <= v < rank}
