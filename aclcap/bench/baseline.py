@@ -86,7 +86,7 @@ def _ratios(doc: dict) -> dict[str, Ratio]:
     eager = {r["size"]: r["step_median_us"] for r in doc.get("results", [])
              if r["mode"] == "eager"}
     for r in doc.get("results", []):
-        if r["mode"] != "eager" and r["size"] in eager:
+        if r["mode"] != "eager" and r["size"] in eager and r["step_median_us"] is not None:
             point = r["step_median_us"] / eager[r["size"]]
             ratios[f"size {r['size']} {r['mode']}/eager"] = \
                 (point, _interval(point, r), _wide(r))

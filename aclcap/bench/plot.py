@@ -22,8 +22,9 @@ def plot_bench(report: BenchReport, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    for mode in dict.fromkeys(r.mode for r in report.rows):
-        rows = sorted((r for r in report.rows if r.mode == mode), key=lambda r: r.size)
+    timed = [r for r in report.rows if not r.stale]
+    for mode in dict.fromkeys(r.mode for r in timed):
+        rows = sorted((r for r in timed if r.mode == mode), key=lambda r: r.size)
         label = f"{mode} ({rows[0].mechanism})" if mode == "graph" else mode
         ax.plot([r.size for r in rows], [r.step_median_us for r in rows], marker="o",
                 label=label)

@@ -43,9 +43,9 @@ class BenchRow:
     size: int
     mode: str
     mechanism: str
-    step_median_us: float
-    step_p90_us: float
-    host_us: float
+    step_median_us: float | None  # None with the times below: a row not timed (`stale`)
+    step_p90_us: float | None
+    host_us: float | None
     device_us: float | None
     launches: int | None
     speedup_vs_eager: float | None = None
@@ -57,8 +57,8 @@ class BenchRow:
     over_floor: float | None = None  # step median / floor
     # graph rows of a step with host values: their update before each replay (host_update.py)
     host_update_us: float | None = None
-    # graph and piecewise rows: why their replay is no speedup (capture fails the size, or
-    # the replay differs from eager on a fresh draw): timed, then bench exits 1
+    # graph, piecewise and padded rows: why their replay is no speedup (capture fails the
+    # size, or the replay differs from eager on a fresh draw): never timed, and bench exits 1
     stale: str | None = None
 
     def to_dict(self) -> dict:
@@ -97,7 +97,7 @@ class BenchReport:
 
     def padding_cost(self) -> dict[int, float]:
         """Per padded size, step time on the padded graph over the exact-size graph."""
-        by = {(r.size, r.mode): r.step_median_us for r in self.rows}
+        by = {(r.size, r.mode): r.step_median_us for r in self.rows if not r.stale}
         return {size: by[(size, "padded")] / by[(size, "graph")]
                 for size, mode in by if mode == "padded" and (size, "graph") in by}
 
@@ -111,7 +111,8 @@ class BenchReport:
 
     @property
     def stale(self) -> list[BenchRow]:
-        """The replaying rows whose replay differs from eager on fresh inputs."""
+        """The replaying rows left untimed: capture fails their size, or their replay
+        differs from eager on fresh inputs."""
         return [r for r in self.rows if r.stale]
 
 
@@ -188,10 +189,11 @@ def run_bench(options: BenchOptions,
         progress(f"capturing sizes {sizes} ({backend.mechanism}) and checking them as "
                  "`aclcap capture` does", 0)
         verdict = None if rank is not None else capture_verdict(step, options, sizes)
-        fails = verdict.fails if verdict else {}
+        fails, captured = (verdict.fails, verdict.captured) if verdict else ({}, {})
+        passed = [size for size in sizes if size not in fails]
         try:  # capture's graphs where it made them; where its checks stopped first, bench's
-            captured = verdict.captured if verdict and verdict.captured else \
-                {c.size: c for c in backend.capture(step, sizes)}
+            if passed and not captured:
+                captured = {c.size: c for c in backend.capture(step, passed)}
         except CaptureError as exc:
             raise CaptureError(f"graph mode: capture failed: {exc} (run `aclcap capture` for "
                                "the details, or leave graph out of --modes)") from exc
@@ -204,10 +206,13 @@ def run_bench(options: BenchOptions,
             pieces = piecewise.facts.piecewise or {}
             pw_mechanism = piecewise.mechanism
             modes.append("piecewise")
-    # --nproc: `aclcap capture --nproc` checks the ranks' replays in lockstep; here a rank
-    # that found its replay stale first would stop calling collectives the others wait in
+    # Replays that are no speedup, never timed (issue 50 item 7). --nproc: `aclcap capture
+    # --nproc` checks the ranks' replays in lockstep; here a rank that found its replay
+    # stale first would stop calling collectives the others wait in.
     stale = {} if rank is not None else {
         **{(size, "graph"): f"`aclcap capture` fails it: {why}" for size, why in fails.items()},
+        **{(size, "padded"): f"`aclcap capture` fails the size {target} graph it pads to: "
+           f"{fails[target]}" for size, target in between.items() if target in fails},
         **{(size, "piecewise"): f"on fresh inputs it differs from eager ({why}); `aclcap "
            "capture` names the cause" for size, why in stale_sizes(step, captured_pw).items()}}
     compiled = torch.compile(model) if "compiled" in modes else None
@@ -216,6 +221,9 @@ def run_bench(options: BenchOptions,
         args = step.inputs(size)
         for mode in modes:
             progress(f"warming up size {size}, {mode}", done)
+            done += 1
+            if (size, mode) in stale:
+                continue
             if mode == "eager":
                 fn: Callable[[], object] = lambda a=args: model(*a)  # noqa: E731
                 launches[(size, mode)] = eager_launches(model, args)
@@ -237,17 +245,18 @@ def run_bench(options: BenchOptions,
                 for _ in range(WARMUP_STEPS):
                     fn()
             steps[(size, mode)] = fn
-            done += 1
-        if "graph" in modes and size in captured and (update := host_update(args)):
+        if (size, "graph") in steps and (update := host_update(args)):
             steps[(size, UPDATE)] = update
             launches[(size, UPDATE)] = None
         if size in between:
+            done += 1
+            if (size, "padded") in stale:
+                continue
             target = between[size]
             padded = step.pad(args, size, target)
             cap = captured[target]
             steps[(size, "padded")] = _with_state(padded, lambda c=cap, a=padded: c.replay(a))
             launches[(size, "padded")] = 1
-            done += 1
 
     with torch.no_grad():
         blocks = {key: steps_for(fn) for key, fn in steps.items()}
@@ -291,21 +300,22 @@ def run_bench(options: BenchOptions,
                 launches[(size, mode)] = round(report.profiles[-1].kernels_per_step)
     updates = {size: median_p90([t.step_us for t in timed])[0]
                for (size, mode), timed in timings.items() if mode == UPDATE and timed}
-    for (size, mode), timed in timings.items():
-        if not timed or mode == UPDATE:
-            continue
-        med, p90 = median_p90([t.step_us for t in timed])
-        host, _ = median_p90([t.host_us for t in timed])
-        dev = median_p90([t.device_us for t in timed])[0] if timed[0].device_us else None
-        report.rows.append(BenchRow(size, mode, "eager" if mode == "eager" else
-                                    "inductor" if mode == "compiled" else
-                                    pw_mechanism if mode == "piecewise" else
-                                    backend.mechanism,
-                                    med, p90, host, dev, launches[(size, mode)]))
-    for row in report.rows:
-        if row.mode == "graph":
-            row.host_update_us = updates.get(row.size)
-        row.stale = stale.get((row.size, row.mode))
+    mechanisms = {"eager": "eager", "compiled": "inductor", "piecewise": pw_mechanism}
+    for size in sizes:
+        for mode in [*modes, "padded"]:
+            timed = timings.get((size, mode))
+            if not timed and (size, mode) not in stale:
+                continue  # not a mode of this size, or Ctrl-C came before its first block
+            row = BenchRow(size, mode, mechanisms.get(mode, backend.mechanism), None, None,
+                           None, None, launches.get((size, mode)), stale=stale.get((size, mode)))
+            if timed:
+                row.step_median_us, row.step_p90_us = median_p90([t.step_us for t in timed])
+                row.host_us = median_p90([t.host_us for t in timed])[0]
+                row.device_us = median_p90([t.device_us for t in timed])[0] \
+                    if timed[0].device_us else None
+            if mode == "graph":
+                row.host_update_us = updates.get(size)
+            report.rows.append(row)
     judge_rows(report.rows, _step_times(timings))
     set_floors(report, floors)
     return report
@@ -354,8 +364,8 @@ class CaptureVerdict:
 def capture_verdict(step: StepContext, options: BenchOptions, sizes: list[int]
                     ) -> CaptureVerdict:
     """capture's whole check on bench's step and sizes: a replay it fails (a host read the
-    graph cannot hold, a value frozen at capture, a mismatch) is timed but never a
-    speedup. bench then replays capture's own graphs."""
+    graph cannot hold, a value frozen at capture, a mismatch) is never timed. bench then
+    replays capture's own graphs."""
     shared = {f.name: getattr(options, f.name) for f in fields(StepOptions)}
     mode = "piecewise" if options.graph_mode == "piecewise" else "full"  # the step's backend
     report = capture_step(step, CaptureOptions(**{**shared, "shapes": tuple(sizes),
@@ -366,8 +376,8 @@ def capture_verdict(step: StepContext, options: BenchOptions, sizes: list[int]
 
 def stale_sizes(step: StepContext, captured: dict[int, Captured]) -> dict[int, str]:
     """Per captured size whose replay differs from eager on a fresh draw (capture's check:
-    a host value frozen at capture, a stale buffer), the first reason. bench times such a
-    replay, but never as a speedup."""
+    a host value frozen at capture, a stale buffer), the first reason. bench never times
+    such a replay."""
     stale = {}
     for size, cap in captured.items():
         for _ in range(STALE_DRAWS):
@@ -406,7 +416,7 @@ def set_floors(report: BenchReport, floors: dict[int, ReadFloor]) -> None:
             report.read_gbps[size] = floor.gbps
             report.floor_passes[size] = floor.passes
     for row in report.rows:
-        if row.size in report.read_gbps and row.mode != "padded":
+        if row.size in report.read_gbps and row.mode != "padded" and row.step_median_us:
             row.floor_us = report.step_bytes[row.size].total / report.read_gbps[row.size] / 1e3
             row.over_floor = row.step_median_us / row.floor_us
 

@@ -121,7 +121,7 @@ def bench_lines(result: BenchReport) -> list[str]:
     lines = [line] if (line := unstable_line(result)) else []
     what = "step time" if result.device == "cpu" else "host time per step"
     for r in result.stale:
-        lines.append(f"size {r.size}: {r.mode} replay is NOT VALID, no speedup: {r.stale}")
+        lines.append(f"size {r.size}: {r.mode} replay is NOT VALID, not timed: {r.stale}")
     for size, share in result.host_overhead_removed().items():
         did = f"removed {share:.0%} of" if share >= 0 else f"added {-share:.0%} to"
         lines.append(f"size {size}: graph replay ({result.mechanism}) {did} eager's {what}")
