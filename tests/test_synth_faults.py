@@ -183,3 +183,21 @@ def test_a_fault_only_on_calls_aclcap_varied_warns_and_fails_nothing():
     given = Observation(calls=[], faulty=[FaultyCall(call(DECLARED), "", "values")])
     assert len(given.to_dict()["kernel_findings"]) == 1
     assert given.to_dict()["kernel_warnings"] == []
+
+
+def test_a_fault_on_values_aclcap_set_at_the_samples_sizes_only_warns():
+    """vLLM's gated delta rule races when every state index is 0 (`every value its least`):
+    such a variation has its sample's key (sizes, not values), and was read as the sample
+    as given, so the test of a verified fake failed now and then on a kernel finding."""
+    from aclcap.meta.observe import DECLARED, VARIATION, ObservedCall
+    from aclcap.meta.synthesize.observation import Observation, call_key
+    from aclcap.meta.variations import VALUES_LEAST
+
+    sample, varied = (ObservedCall("ns::op.default", (), (), phase=p) for p in (DECLARED,
+                                                                             VARIATION))
+    raced = Observation(calls=[sample], given={call_key(sample)}, faulty=[
+        FaultyCall(varied, f"indices: {VALUES_LEAST}", "values")])
+    assert raced.to_dict()["kernel_findings"] == [] and raced.to_dict()["kernel_warnings"]
+    same = Observation(calls=[sample], given={call_key(sample)}, faulty=[
+        FaultyCall(varied, "x: float32 -> float16", "values")])  # a given call made again
+    assert same.to_dict()["kernel_findings"] and same.to_dict()["kernel_warnings"] == []

@@ -247,3 +247,20 @@ def test_tensors_read_as_values_change_alone_on_purpose():
     assert made["ratio: its value halved"].args[2].tolist() == [0.25]
     assert made["steps: its value halved"].args[3].item() == 3
     assert all(torch.equal(s.args[0], x) for d, s in made.items() if "redrawn" not in d)
+
+
+def test_a_dim_argument_moves_where_a_leading_dim_is_added():
+    """torch-scatter's scatter_max run along the dim a variation added, not the one its
+    index indexes, wrote past its `out` (it checks no index) and corrupted the worker's
+    heap: later calls there aborted or read as writing `src` (issue 49). The dim moves with
+    the dims, so the call is the sample's own, batched."""
+    op = torch.ops.aten.scatter_add.default
+    self, src = torch.zeros(6, 4), torch.randn(6, 4)
+    index = torch.randint(0, 6, (6, 4))
+    made = {v.description: v.sample for v in variations(op, SampleInput((self, 0, index, src)))}
+    for description in ("self, index, src: a leading dim of 3 added",
+                        "every tensor: a leading dim of 2 added"):
+        varied = made[description]
+        assert varied.args[1] == 1, description
+        out = op(*varied.args)
+        assert torch.equal(out[-1], op(self, 0, index, src)), description

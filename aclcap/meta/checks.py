@@ -28,10 +28,10 @@ from aclcap._compat import (
     tree_flatten,
     tree_map_only,
 )
-from aclcap._tensors import clone_tensors
 from aclcap.errors import first_line
 from aclcap.meta.crashes import CPP_BODIES, KERNEL_STEP, composite_reason
 from aclcap.meta.fakecheck import compare_fake, data_dependent_dims, run_fake
+from aclcap.meta.guarded import exact_copies
 from aclcap.meta.observe import RecordedCall, bind, named_tensors, observe
 from aclcap.meta.registry import MetaKind, generated_fake, meta_impl, resolve_overload
 from aclcap.meta.sample_inputs import SampleInput
@@ -216,7 +216,7 @@ def _judge_pinned(check: OpCheck, run: RecordedCall, arg: str, dim: int, size: i
             if varied is None:
                 continue
             probed += 1
-            args, kwargs = clone_tensors((varied.args, varied.kwargs))
+            args, kwargs = exact_copies((varied.args, varied.kwargs))
             try:
                 check.op(*args, **kwargs)
             except Exception:  # rejected: what the contract says
@@ -282,7 +282,7 @@ def _opcheck(check: OpCheck, runs: list[RecordedCall], tests: tuple[str, ...]) -
     nothing from a second size: it runs on the op's most general call only."""
     ordered = representatives(runs)
     for i, run in enumerate(ordered):
-        args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
+        args, kwargs = exact_copies((run.sample.args, run.sample.kwargs))
         run.sample.enter()
         run_tests = tests if i == 0 else tuple(t for t in tests
                                                if t != "test_aot_dispatch_dynamic")
@@ -331,7 +331,7 @@ def _compile_and_compare(op: OpOverload, runs: list[RecordedCall]) -> str | None
     compiled = torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True, dynamic=True,
                              backend="aot_eager")
     for run in runs:
-        args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
+        args, kwargs = exact_copies((run.sample.args, run.sample.kwargs))
         run.sample.enter()
         try:
             got = compiled(*args, **kwargs)
@@ -354,7 +354,7 @@ def _eager_varies(op: OpOverload, run: RecordedCall, index: int) -> bool:
     values say nothing about a compiled graph."""
     leaves = []
     for _ in range(2):
-        args, kwargs = clone_tensors((run.sample.args, run.sample.kwargs))
+        args, kwargs = exact_copies((run.sample.args, run.sample.kwargs))
         run.sample.enter()
         leaves.append(tree_flatten((op(*args, **kwargs), args, kwargs))[0])
     first, second = (found[index] if index < len(found) else None for found in leaves)
@@ -427,6 +427,9 @@ def _check_op(op: str | OpOverload, samples: Iterable[SampleInput],
         except Exception as exc:  # a fake is judged only on inputs the kernel accepts
             rejected.append(first_line(exc))
     check.out.sample_count = len(runs)
+    if overruns := [r.overrun for r in runs if r.overrun]:
+        check.out.note(f"kernel finding: it writes past the end of `{overruns[0]}` on "
+                       f"{len(overruns)} of {len(runs)} samples (memory it does not own)")
     if rejected and not runs:
         check.out.fail(f"the kernel rejects every sample ({len(rejected)}): {rejected[0]}")
         return check.out

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from aclcap._compat import OpOverload
-from aclcap._tensors import clone_tensors
+from aclcap.meta.guarded import FILL, Guards, exact_copies
 from aclcap.meta.sample_inputs import SampleInput
 
 BUILD, STEP, DECLARED, VARIATION = "build", "step", "declared", "variation"
@@ -101,6 +101,7 @@ class RecordedCall:
     outputs: Any = None
     step_size: int | None = None
     after: SampleInput | None = None
+    overrun: str | None = None  # `observe`: the input whose guard band the call wrote
 
 
 def qualname(op: OpOverload) -> str:
@@ -201,7 +202,7 @@ def record(op: OpOverload, call: Callable[..., Any], args: tuple, kwargs: dict, 
     model's step expects) and record it: inputs cloned before, outputs, aliasing, and which
     arguments it wrote (compared byte for byte with the clones, never by a mean).
     Raises what the call raises: a rejected input is no observation."""
-    before = SampleInput(*clone_tensors((tuple(args), dict(kwargs))))
+    before = SampleInput(*exact_copies((tuple(args), dict(kwargs))))
     inputs = named_tensors(bind(op, args, kwargs))
     out = call(*args, **kwargs)
     written: list[str] = []
@@ -220,14 +221,19 @@ def record(op: OpOverload, call: Callable[..., Any], args: tuple, kwargs: dict, 
 
 def observe(op: OpOverload, args: tuple, kwargs: dict | None = None, *,
             site: str = "", phase: str = STEP,
-            setup: Callable[[], None] | None = None) -> RecordedCall:
-    """Run the real kernel on copies of the arguments and record the whole call (`record`);
-    the caller's tensors stay as they were. `setup` puts back the state the call reads
-    outside its arguments first, and stays with the record (SampleInput.setup)."""
-    run_args, run_kwargs = clone_tensors((tuple(args), dict(kwargs or {})))
+            setup: Callable[[], None] | None = None, fill: int = FILL) -> RecordedCall:
+    """Run the real kernel on copies of the arguments, layouts kept and each in front of a
+    guard band (guarded.py), and record the whole call (`record`) with the input it wrote
+    past the end of, if any; the caller's tensors stay as they were. `setup` puts back the
+    state the call reads outside its arguments first, and stays with the record
+    (SampleInput.setup). `fill`: the bands' byte."""
+    guards = Guards(fill=fill)
+    run_args, run_kwargs = guards.copies((tuple(args), dict(kwargs or {})))
     if setup is not None:
         setup()
     recorded = record(op, op, run_args, run_kwargs, site=site, phase=phase)
     recorded.sample.setup = setup
     recorded.after = SampleInput(run_args, run_kwargs, setup)
+    recorded.overrun = guards.overrun(named_tensors(bind(op, run_args, run_kwargs),
+                                                    indexed=True))
     return recorded

@@ -501,8 +501,10 @@ def _rank_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]
                         "leading one", "rank")
     if any(lead in v.shape for _, _, v in tensors if all(v is not g for *_, g in group)):
         return  # another tensor describes those rows (per-row stats, positions): no more
-    added = {slot: v.unsqueeze(0).repeat(3, *([1] * v.dim())) for _, slot, v in group}
+    added: dict[_Slot, Any] = {slot: v.unsqueeze(0).repeat(3, *([1] * v.dim()))
+                               for _, slot, v in group}
     if sum(t.numel() * t.element_size() for t in added.values()) <= MAX_BYTES:
+        added |= _dims_moved(slots, max(v.dim() for _, _, v in group))
         yield Variation(_replace(sample, added), f"{names}: a leading dim of 3 added", "rank")
     if all(v.dim() >= 3 for _, _, v in group):
         merged = {slot: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:]).clone()
@@ -513,22 +515,27 @@ def _rank_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]
         yield Variation(_replace(sample, dropped), f"{names}: leading dim dropped", "rank")
 
 
+def _dims_moved(slots: list, rank: int) -> dict[_Slot, int]:
+    """Each int that could name a dim from the front of a tensor of `rank` (`dim=0`), one
+    higher: where a leading dim is added, it names the same dim. Run along the new dim
+    instead, a scatter writes past its output (torch-scatter checks no index) and corrupts
+    the worker's heap, and the next calls there crash or read as written."""
+    return {slot: v + 1 for a, slot, v in slots if _is_int_arg(a, v) and 0 <= v < rank}
+
+
 def _batch_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """Every tensor with a leading dim of 2 added together: a kernel batched over leading
     dims (a segment reduction whose offsets tensor gains the batch dim its values have)
     takes it where no tensor alone with one added could be, and shows which tensor's rank
-    places the dim it runs along. An int that could name a dim from the front (`dim=0`)
-    moves with the dims, so it names the same one: a scatter along the batch dim instead
-    would write past its output (torch-scatter checks no index) and corrupt the worker."""
+    places the dim it runs along (`_dims_moved`)."""
     slots = _slots(op, sample)
     tensors = {slot: v for _, slot, v in slots if isinstance(v, torch.Tensor) and v.dim() >= 1}
     if len(tensors) < 2 or sum(v.numel() * v.element_size() for v in tensors.values()) * 2 \
             > MAX_BYTES:
         return
-    rank = max(v.dim() for v in tensors.values())  # the slots are read above already
     added: dict[_Slot, Any] = {slot: v.unsqueeze(0).repeat(2, *([1] * v.dim()))
                                for slot, v in tensors.items()}
-    added |= {slot: v + 1 for a, slot, v in slots if _is_int_arg(a, v) and 0 <= v < rank}
+    added |= _dims_moved(slots, max(v.dim() for v in tensors.values()))
     yield Variation(_replace(sample, added), "every tensor: a leading dim of 2 added", "rank")
 
 

@@ -136,6 +136,10 @@ def test_scatter_max_with_out_returns_out_and_its_other_regime_keeps_out_s_frame
     assert rules[0].startswith("out 0: `_3` itself where `_3` is given; else "
                                "[*_0.shape[:_2], data-dependent"), rules
     assert "else [*_0.shape[:_2], data-dependent" in rules[1], rules
+    # It writes `out` (old-API schemas mark nothing): only that. A varied call that ran it
+    # along a dim its index overruns once wrote past `out` into the worker's heap, and later
+    # calls there read as writing `src` and `index`, or aborted (issue 49 item 1).
+    assert synthesis["writes"] == ["_3"], synthesis
     fake_fn = segment_fakes._fake_scatter_max
     src, index = torch.randn(4, 3, 5), torch.randint(0, 2, (4, 3, 5))
     for dim, out in [(0, torch.zeros(2, 3, 5)), (-2, torch.zeros(4, 6, 5))]:

@@ -42,12 +42,29 @@ for shape in [(5, 2, 4, 64, 32), (3, 1, 2, 16, 48), (7, 4, 4, 32, 8)]:
 """
 
 
-def test_the_gated_delta_rule_fake_follows_v_and_is_exact_on_unequal_head_dims(tmp_path):
-    fakes = tmp_path / "vllm_fakes.py"
+def _synthesize(out) -> tuple:
+    fakes = out / "vllm_fakes.py"
     run = aclcap_process("check-meta", "--lib", str(MODELS / "vllm_cpu_gdn.py"), "--namespace",
-                         "_C", "--synthesize", str(fakes), "--json", str(tmp_path / "run.json"))
-    rows = {r["op"]: r for r in json.loads((tmp_path / "run.json").read_text())["results"]}
-    synthesis = rows[OP]["synthesis"]
+                         "_C", "--synthesize", str(fakes), "--json", str(out / "run.json"),
+                         "--no-cache")
+    rows = {r["op"]: r for r in json.loads((out / "run.json").read_text())["results"]}
+    return run, fakes, rows[OP]["synthesis"]
+
+
+def test_the_same_synthesis_twice_writes_the_same_file(tmp_path):
+    """Issue 49 item 1 on a real kernel: this op races where a varied call gives every
+    token state slot 0, and which calls raced, and so which were fitted, changed from run
+    to run (the fake read `1` in one run and `q.shape[0]` in the next). Synthesis runs
+    kernels on one thread."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (_, one, first), (_, two, second) = _synthesize(tmp_path / "a"), _synthesize(tmp_path / "b")
+    assert one.read_bytes() == two.read_bytes()
+    assert (first["verdict"], first["rule"]) == (second["verdict"], second["rule"])
+
+
+def test_the_gated_delta_rule_fake_follows_v_and_is_exact_on_unequal_head_dims(tmp_path):
+    run, fakes, synthesis = _synthesize(tmp_path)
     assert synthesis["status"] == "verified", (run.stdout, synthesis["verdict"])
     assert synthesis["kernel_findings"] == []  # as vLLM calls it, its kernel agrees with itself
     assert synthesis["rule"][0].startswith("out 0: [q.shape[1], q.shape[0], ")

@@ -1,8 +1,10 @@
-"""Kernel findings: a call whose two eager runs on the same inputs differ. Such a kernel reads
-memory it does not own or leaves part of its output unwritten (bitsandbytes'
-dequantize_blockwise reads a bfloat16 `code` table through a float32 pointer, past its end):
-its values say nothing about a fake, so the call is kept out of fitting and verification
-and reported as the kernel's fault, with the input class that triggers it. Both runs get
+"""Kernel findings: a call whose two eager runs on the same inputs differ, or that writes past
+the end of an input (guarded.py). Such a kernel reads memory it does not own or leaves part
+of its output unwritten (bitsandbytes' dequantize_blockwise reads a bfloat16 `code` table
+through a float32 pointer, past its end), or writes where it must not (torch-scatter run
+along a dim its index overruns): its values say nothing about a fake, so the call is kept
+out of fitting and verification and reported as the kernel's fault, with the input class
+that triggers it. Both runs get
 copies of the same inputs and the same random state (a kernel that draws random numbers
 draws the same ones); an output whose size follows the data has the same size twice."""
 
@@ -17,6 +19,7 @@ import torch
 
 from aclcap._compat import OpOverload, tree_flatten
 from aclcap.errors import first_line
+from aclcap.meta.guarded import OTHER_FILL
 from aclcap.meta.observe import STEP, ObservedCall, RecordedCall, bind, named_tensors, observe
 from aclcap.meta.sample_inputs import SampleInput
 
@@ -25,6 +28,7 @@ from aclcap.meta.sample_inputs import SampleInput
 _ROUNDING = {torch.float32: 1e-5, torch.float64: 1e-5}
 _HALF_ROUNDING = 2e-2
 MAX_NAMED = 3  # calls a finding names where no dtype tells them from the clean ones
+OVERRUN = "it writes past the end of"  # guarded.py caught it
 
 
 @dataclass(frozen=True)
@@ -93,8 +97,11 @@ def observe_twice(op: OpOverload, sample: SampleInput, *, site: str = "",
     a second run that raises is a difference."""
     with _same_rng(sample):
         first = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
+    if first.overrun:  # what lay past the input told nothing: no second run is needed
+        return first, f"{OVERRUN} `{first.overrun}`"
     try:
-        second = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
+        second = observe(op, sample.args, sample.kwargs, site=site, phase=phase,
+                         fill=OTHER_FILL)
     except Exception as exc:
         return first, f"the second run raises {first_line(exc)}"
     return first, difference(op, first, second)
@@ -147,10 +154,15 @@ def _inputs(call: ObservedCall) -> str:
 
 def kernel_finding(faulty: Sequence[FaultyCall], clean: Sequence[ObservedCall],
                    left_out_of: str) -> str:
-    """The one line a report prints for an op's faulty calls."""
-    return (f"two eager runs on the same inputs differ {input_class(faulty, clean)} "
-            f"({len(faulty)} call(s), e.g. {faulty[0].differs}): the kernel reads memory it "
-            f"does not own or leaves output unwritten; those calls are left out of "
+    """The one line a report prints for an op's faulty calls: the first call's kind of
+    fault leads (an overrun, or two runs that differ)."""
+    if faulty[0].differs.startswith(OVERRUN):
+        what, why = "the kernel writes past the end of an input", "writes memory it does not own"
+    else:
+        what, why = "two eager runs on the same inputs differ", \
+            "reads memory it does not own or leaves output unwritten"
+    return (f"{what} {input_class(faulty, clean)} ({len(faulty)} call(s), e.g. "
+            f"{faulty[0].differs}): the kernel {why}; those calls are left out of "
             f"{left_out_of}")
 
 

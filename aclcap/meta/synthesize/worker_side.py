@@ -6,6 +6,7 @@ meta: faults.py). Events go out one op at a time, so a crash or a hang is blamed
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
@@ -40,6 +41,26 @@ def synthesis_events(request: WorkerRequest, harvested: list[RecordedCall],
     call's step goes out through `emit` before the call runs (CheckStart), so a kernel that
     crashes is blamed on that call; `synthesis[op]["skip"]` names calls that crashed before."""
     dtypes = [getattr(torch, name) for name in request.dtypes]
+    with one_thread():
+        yield from _op_events(request, harvested, emit, dtypes)
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Kernels run on one thread while synthesis observes and verifies them: a kernel that
+    races where a varied call makes two rows write one place (vLLM's gated delta rule with
+    every state index 0) then gives one result every run, so the calls left to fit, and
+    the files written, are the same in every run (issue 49 item 1)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _op_events(request: WorkerRequest, harvested: list[RecordedCall],
+               emit: Callable[[Event], None], dtypes: list[torch.dtype]) -> Iterator[Event]:
     for op_request in request.ops:
         name = op_request.qualname
         yield Start(name)

@@ -1,0 +1,83 @@
+"""Issue 49: a kernel that checks no index wrote past its input's end (torch-scatter run
+along a dim its index overruns); the heap of the worker was corrupted, and later calls there
+crashed or read as written (`scatter_max` "writes `src`"), so the same command gave other
+verdicts from run to run. A call's copies now lie in front of a guard band that names such a
+call, and keep their layout: torch.clone made a strided slice dense, so the "strided rows"
+variation never reached the kernel."""
+
+from __future__ import annotations
+
+import torch
+
+from aclcap.meta.guarded import Guards
+from aclcap.meta.observe import observe
+from aclcap.meta.sample_inputs import SampleInput
+from aclcap.meta.synthesize.faults import OVERRUN, FaultyCall, kernel_finding, observe_twice
+
+_lib = torch.library.Library("guardtest", "DEF")
+_lib.define("past_end(Tensor x, int n) -> Tensor")
+_lib.define("strides_of(Tensor x) -> Tensor")
+_lib.define("read_past_end(Tensor x, int n) -> Tensor")
+
+
+def _past_end(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Writes `n` elements past the end of `x`, as a kernel without bounds checks would
+    (through its storage: torch refuses that past the storage's own end)."""
+    if n:
+        x.as_strided((n,), (1,), x.storage_offset() + x.numel()).zero_()
+    return x + 1
+
+
+def _strides_of(x: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(x.stride())
+
+
+def _read_past_end(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x.as_strided((x.numel() + n,), (1,), x.storage_offset()).clone()
+
+
+_lib.impl("past_end", _past_end, "CPU")
+_lib.impl("strides_of", _strides_of, "CPU")
+_lib.impl("read_past_end", _read_past_end, "CPU")
+
+
+def test_copies_keep_strides_offsets_and_values():
+    guards = Guards()
+    wide = torch.randn(6, 32)
+    for t in (wide[:, :16], wide.t(), torch.arange(10.0)[3:7], torch.randn(1, 4).expand(3, 4)):
+        copy = guards.copy(t)
+        assert (copy.stride(), copy.storage_offset()) == (t.stride(), t.storage_offset())
+        assert torch.equal(copy, t) and copy.untyped_storage().data_ptr() != \
+            t.untyped_storage().data_ptr()
+    assert guards.overrun([]) is None
+
+
+def test_a_write_past_an_inputs_end_is_named_not_observed():
+    op = torch.ops.guardtest.past_end.default
+    clean = observe(op, (torch.randn(4, 8), 0))
+    assert clean.overrun is None
+    run, differs = observe_twice(op, SampleInput((torch.randn(4, 8), 3), {}))
+    assert run.overrun == "x" and differs == f"{OVERRUN} `x`"
+    line = kernel_finding([FaultyCall(run.call, "n: 0 -> 3", differs)], [clean.call],
+                          "fitting")
+    assert line.startswith("the kernel writes past the end of an input on n: 0 -> 3 (1 "
+                           "call(s), e.g. it writes past the end of `x`): the kernel writes "
+                           "memory it does not own"), line
+
+
+def test_the_kernel_sees_the_layout_the_call_was_made_with():
+    op = torch.ops.guardtest.strides_of.default
+    rows = torch.randn(6, 32).narrow(-1, 0, 16)  # the "strided rows" variation's slice
+    run = observe(op, (rows,))
+    assert run.outputs.tolist() == [32, 1]
+    assert run.call.args[0].tensor.strides == (32, 1)  # recorded as the kernel saw it
+    assert run.sample.args[0].stride() == (32, 1)  # and kept so for a replay
+
+
+def test_a_read_past_an_inputs_end_still_differs_between_two_runs():
+    """The band is what such a read finds: each run fills it with another byte, as the
+    heap's leftovers differed before there was a band."""
+    op = torch.ops.guardtest.read_past_end.default
+    assert observe_twice(op, SampleInput((torch.randn(4, 8), 0), {}))[1] == ""
+    run, differs = observe_twice(op, SampleInput((torch.randn(4, 8), 2), {}))
+    assert run.overrun is None and differs == "output 0's values differ"
