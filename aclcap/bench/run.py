@@ -288,7 +288,7 @@ def run_bench(options: BenchOptions,
         solo = rank is None  # ranks agree on nothing clocked alone: --rounds only
         report.rounds = run_rounds(one_round, lambda: unsettled(_step_times(timings)), rounds,
                                    options.max_time_s if solo else 0.0,
-                                   options.min_time_s if solo else 0.0)
+                                   options.min_time_s if solo else 0.0) if steps else 0
     except KeyboardInterrupt:
         report.interrupted = True
     report.raw = timings

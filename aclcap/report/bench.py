@@ -63,8 +63,9 @@ def bench_table(result: BenchReport, width: int) -> Table:
     """Below WIDE the title names the graph mechanism instead of a column: the mode implies
     each row's."""
     ranks = f", {result.ranks} ranks, each round the slowest rank's" if result.ranks else ""
-    title = f"aclcap bench {result.model}: {result.device}, {result.dtype}, median of " \
-            f"{result.rounds} interleaved rounds{ranks}"
+    timed = f"median of {result.rounds} interleaved rounds{ranks}" if result.rounds else \
+        "nothing timed"
+    title = f"aclcap bench {result.model}: {result.device}, {result.dtype}, {timed}"
     tuned = ", tuned by --max-autotune" if result.max_autotune else ""
     title += f"\n({graph_mechanisms(result)}{tuned})" if width < WIDE or tuned else ""
     rows = ([str(r.size), r.mode, r.mechanism, short(r.step_median_us, 1, 1000),
