@@ -1,11 +1,14 @@
 """Run one function in a child process forked from aclcap's server (`_forkserver`), and get
 its return value, or why the child died: a C++ library that aborts while it loads (a
 c10::Error thrown from a static initializer ends the process) costs that child, never
-aclcap. Used where synthesis loads code it wrote itself or a library it probes."""
+aclcap. Used where synthesis loads code it wrote itself or a library it probes; and
+(`run_forked`) a child of the calling process itself, for a kernel that corrupts memory."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import pickle
 import signal
 import tempfile
 import traceback
@@ -68,6 +71,36 @@ def run_isolated(fn: Callable[..., Any], *args: Any, timeout_s: float = 600.0) -
         proc.join()
         parent_end.close()
         Path(log).unlink(missing_ok=True)
+
+
+def run_forked(fn: Callable[[], Any]) -> Any:
+    """`fn()` in a child forked from this very process (its loaded libraries and tensors as
+    they are: the fork server's fresh state would not have them), its result pickled back;
+    ChildDied where it crashes or raises. What a kernel corrupts past the memory it
+    allocated dies with the child, so the next call runs on a clean heap."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into the caller's loop, nor its exit hooks
+        os.close(read)
+        faulthandler.disable()  # its crash is the parent's to name, in one line
+        try:
+            payload = pickle.dumps(("ok", fn()))
+        except BaseException as exc:  # everything goes back to the parent
+            payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+        with os.fdopen(write, "wb") as out:
+            out.write(payload)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as got:
+        data = got.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status) or not data:
+        raise ChildDied(exit_words(-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                                   else os.WEXITSTATUS(status)))
+    kind, value = pickle.loads(data)
+    if kind == "error":
+        raise ChildDied(value)
+    return value
 
 
 def exit_words(code: int | None, last_line: str = "") -> str:

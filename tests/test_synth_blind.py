@@ -87,9 +87,10 @@ def test_the_cpp_meta_kernels_are_exact_where_cpp_can_say_the_rule(runs):
 def test_a_call_that_hangs_is_named_and_skipped_and_the_op_keeps_the_others(runs):
     walk = _synthesis(runs[0][1])[NS + "random_walk.default"]
     assert walk["status"] == "verified", walk["verdict"]
-    hung = walk["crashed_calls"]
-    assert hung and all(c.startswith("p: 1 -> 0") and c.endswith(": hung (no answer in 5 s)")
-                        for c in hung), hung
+    # p: 1 -> 0 hangs it once: that change is made no more, on another sample or chained
+    # with another (torch-cluster's random_walk hung on 16 such calls, 20 s each, and lost
+    # the op)
+    assert walk["crashed_calls"] == ["p: 1 -> 0: hung (no answer in 5 s)"], walk
 
 
 def test_a_custom_op_keeps_its_python_verdict_beside_the_cpp_file(runs):

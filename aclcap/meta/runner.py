@@ -30,6 +30,8 @@ from aclcap.meta.registry import MetaKind, OpInfo, generated_fake, list_ops
 from aclcap.meta.result_cache import ResultCache
 from aclcap.status import FAILING, Finding, Severity, Status
 
+HUNG = "hung"  # how a call that never answered died
+
 OPS_PER_WORKER = 4
 # One call synthesis observes: a kernel that hangs on a varied value (random_walk at p=0)
 # costs that call, skipped in a fresh worker, not the op's whole --timeout.
@@ -241,7 +243,7 @@ def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces:
                     # One synthesis call that hangs is skipped like one that crashes.
                     results[current] = _Checked(Status.TIMEOUT, [Finding(
                         f"timed out ({deadline:g} s)")], crashed_in=step,
-                        death=f"hung (no answer in {deadline:g} s)")
+                        death=f"{HUNG} (no answer in {deadline:g} s)")
                     done(current)
                     break
                 if event is None and current is None:  # died between ops: blame them all

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
 from aclcap._compat import OpOverload
+from aclcap._isolated import ChildDied, run_forked
 from aclcap.errors import first_line
 from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.messages import CALL_STEP, is_call_step
@@ -52,6 +54,7 @@ class Observation:
     meta_diffs: list[str] = field(default_factory=list)
     meta_compared: int = 0  # calls the existing meta was run on (diff_meta)
     faulty: list[FaultyCall] = field(default_factory=list)  # two eager runs differed
+    crashed: list[tuple[str, str]] = field(default_factory=list)  # (call, how): isolated
     given: set[str] = field(default_factory=set)  # keys of the samples as given
 
     def to_dict(self) -> dict:
@@ -73,7 +76,8 @@ class Observation:
                 "rejected": self.rejected[:5], "rejected_count": len(self.rejected),
                 # what each rejected call changed, without the error: what the kernel ties
                 "rejected_changes": [r.split(": ", 1)[0] for r in self.rejected],
-                "meta_diffs": self.meta_diffs, "meta_compared": self.meta_compared}
+                "meta_diffs": self.meta_diffs, "meta_compared": self.meta_compared,
+                "crashed": self.crashed}
 
 
 def call_key(call: ObservedCall) -> str:
@@ -125,11 +129,16 @@ def crashed_call(step: str | None) -> tuple[int, str] | None:
 
 def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = False,
                limit: int = MAX_CALLS, skip: Collection[int] = (),
+               hung: Sequence[str] = (), isolate: bool = False,
                announce: Callable[[str], None] | None = None) -> Observation:
     """Run the kernel on every candidate call (up to `limit` accepted) but those in `skip`
-    (calls that crashed an earlier worker); `announce` hears each call's step before it
-    runs, so a crash costs that call alone. With `diff_meta`, the op's existing meta runs
-    on each call too and its disagreements are kept."""
+    (calls that crashed an earlier worker) and those that make a change in `hung` (one that
+    hung the kernel), alone or first of a chain; `announce` hears each call's step before it
+    runs, so a crash costs that call alone. With `isolate` (the kernel crashed a worker
+    before), each call runs in a child of its own: one that wrote past what it allocated
+    corrupts nothing the next call sees, and a crash is that call's, named with its signal,
+    the same in every run. With `diff_meta`, the op's existing meta runs on each call too
+    and its disagreements are kept."""
     seen = Observation()
     keys: set[str] = set()
     seed_all()
@@ -145,27 +154,47 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
         if key in keys and not what.endswith(SAME_SIZES):
             continue  # the same call again (samples alike over dtypes): nothing new
         keys.add(key)
-        if index in skip:
+        if index in skip or any(what == h or what.startswith(h + ", ") for h in hung):
             continue
         seen.tried += 1
         if announce is not None:
             announce(call_step(index, what))
+        one = partial(_one_call, op, sample, site, phase,
+                      diff_meta and len(seen.meta_diffs) < 3)
         try:
-            recorded, differs = observe_twice(op, sample, site=site, phase=phase)
-        except Exception as exc:  # the kernel rejects it: no observation
-            seen.rejected.append(f"{what}: {first_line(exc)}")
+            made = run_forked(one) if isolate else one()
+        except ChildDied as died:
+            seen.crashed.append((what, str(died)))
             continue
-        if differs:  # the kernel's fault (faults.py): its values tell nothing of a fake
-            seen.faulty.append(FaultyCall(recorded.call, what, differs))
+        if "rejected" in made:  # the kernel rejects it: no observation
+            seen.rejected.append(f"{what}: {made['rejected']}")
             continue
-        seen.calls.append(recorded.call)
-        if diff_meta and len(seen.meta_diffs) < 3:
+        call = ObservedCall.from_dict(made["call"])
+        if made["differs"]:  # the kernel's fault (faults.py): its values tell nothing of a fake
+            seen.faulty.append(FaultyCall(call, what, made["differs"]))
+            continue
+        seen.calls.append(call)
+        if made["mismatches"] is not None:
             seen.meta_compared += 1
-            for reason in fake_mismatches(op, sample.args, sample.kwargs, recorded.outputs):
-                line = f"{_inputs(recorded.call)}: {reason}"
+            for reason in made["mismatches"]:
+                line = f"{_inputs(call)}: {reason}"
                 if line not in seen.meta_diffs:  # the same call over dtypes says it once
                     seen.meta_diffs.append(line)
     return seen
+
+
+def _one_call(op: OpOverload, sample: SampleInput, site: str, phase: str, diff_meta: bool
+              ) -> dict:
+    """One candidate call run twice (observe_twice) as plain data, which crosses from a
+    forked child: {"rejected": why}, or the call, what its two runs differed in, and with
+    `diff_meta` the existing meta's disagreements with the kernel (else None)."""
+    try:
+        recorded, differs = observe_twice(op, sample, site=site, phase=phase)
+    except Exception as exc:
+        return {"rejected": first_line(exc)}
+    mismatches = fake_mismatches(op, sample.args, sample.kwargs, recorded.outputs) \
+        if diff_meta and not differs else None
+    return {"call": recorded.call.to_dict(), "differs": differs, "mismatches": mismatches}
 
 
 def samples_by_key(op: OpOverload, samples: Sequence[Source], keys: set[str]

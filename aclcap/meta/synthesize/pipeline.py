@@ -24,7 +24,7 @@ from aclcap.meta.crashes import composite_fix
 from aclcap.meta.observe import BUILD, STEP, ObservedCall
 from aclcap.meta.options import CheckMetaOptions
 from aclcap.meta.registry import MetaKind, OpInfo, generated_fake, resolve_overload
-from aclcap.meta.runner import MetaReport, run_checks
+from aclcap.meta.runner import HUNG, MetaReport, run_checks
 from aclcap.meta.synthesize.describe import describe_rule
 from aclcap.meta.synthesize.emit_cpp import build_meta_library, emit_cpp, library_name
 from aclcap.meta.synthesize.emit_python import emit_python
@@ -144,22 +144,30 @@ def _unseen(calls: list[ObservedCall]) -> list[str]:
     return [unseen[round(i * step)] for i in range(MAX_VERIFY)]
 
 
-MAX_CRASHES = 16  # calls of one op that may crash the kernel before its observation stops
+MAX_PASSES = 16  # workers one op's observation may take before it stops
 
 
 def observe(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
             diff_meta: bool, on_done: Callable[[str], None] | None = None
             ) -> tuple[dict, dict[str, list[tuple[str, str]]]]:
-    """Real calls of each op from workers; a call that crashes the kernel is named and
-    skipped in a fresh worker, which observes that op again: a crash costs that call alone.
-    The workers' outcomes per op, and per op the calls that crashed: (call, how)."""
-    skips: dict[str, list[int]] = {}
-    crashes: dict[str, list[tuple[str, str]]] = {}
+    """Real calls of each op from workers. A kernel that crashes a worker is observed again
+    in a fresh one, each call in a child of its own (observe_op's `isolate`): the crash is
+    then that call's alone, and so is any heap a kernel corrupted, which in one worker
+    made later calls crash in some runs and not others. A change that hung the kernel
+    (torch-cluster's random_walk at `p=0`) is not made again, on any sample nor chained
+    with another change: each hang costs the deadline. The workers' outcomes per op, and
+    per op the calls that crashed or hung: (call, how)."""
+    hung: dict[str, list[tuple[int, str, str]]] = {}  # per op: (index, change, how)
+    isolated: set[str] = set()
+    given: dict[str, tuple[str, str]] = {}  # a sample as given that crashed: a broken kernel
+    passes: Counter[str] = Counter()
     todo, outcomes = ops, {}
     while todo:
+        asked = {op: {"skip": [i for i, _, _ in hung.get(op, [])],
+                      "hung": [what for _, what, _ in hung.get(op, [])],
+                      "isolate": op in isolated} for op in {*hung, *isolated}}
         got = run_checks(todo, options, namespaces, on_done if todo is ops else None,
-                         mode="observe", synthesis={"diff_meta": diff_meta, **{
-                             op: {"skip": skip} for op, skip in skips.items()}})
+                         mode="observe", synthesis={"diff_meta": diff_meta, **asked})
         outcomes.update(got)
         again = []
         for o in todo:
@@ -168,12 +176,25 @@ def observe(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
             if crash is None:
                 continue
             index, what = crash
-            crashes.setdefault(o.qualname, []).append((what, checked.death or "crashed"))
-            skips.setdefault(o.qualname, []).append(index)
-            # a sample itself that crashes is a broken kernel, not a call outside its contract
-            if len(skips[o.qualname]) < MAX_CRASHES and what != AS_GIVEN:
+            how = checked.death or "crashed"
+            passes[o.qualname] += 1
+            if what == AS_GIVEN:  # no call outside the op's contract: the op ends
+                given[o.qualname] = (what, how)
+                continue
+            if how.startswith(HUNG):
+                hung.setdefault(o.qualname, []).append((index, what, how))
+            else:  # in a worker that ran other calls before: observed again, isolated
+                isolated.add(o.qualname)
+            if passes[o.qualname] < MAX_PASSES:
                 again.append(o)
         todo = again
+    crashes = {}
+    for o in ops:
+        outcome = outcomes.get(o.qualname)
+        seen = outcome.synthesis or {} if outcome is not None else {}
+        crashes[o.qualname] = [*((what, how) for _, what, how in hung.get(o.qualname, [])),
+                               *(tuple(c) for c in seen.get("crashed", [])),
+                               *([given[o.qualname]] if o.qualname in given else [])]
     return outcomes, crashes
 
 
@@ -188,12 +209,15 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
         crashed = crashes.get(o.qualname, [])
         result = Synthesis(o.qualname, crashed=[f"{what}: {how}" for what, how in crashed])
         made.append(result)
-        if got is None or got.synthesis is None:
+        broken = next((how for what, how in crashed if what == AS_GIVEN), None)
+        if got is None or got.synthesis is None or broken:
             result.reason = "; ".join(f.message for f in got.findings) if got else \
                 "the worker never reached it"
             if crashed:
                 what, how = crashed[-1]
                 result.reason = f"{how} on {'a sample as given' if what == AS_GIVEN else what}"
+            if broken:  # a child of an isolated worker: the kernel broken as callers call it
+                result.reason = f"{broken} on a sample as given"
             continue
         seen = got.synthesis
         result.sample_sources = got.sample_sources

@@ -70,8 +70,10 @@ def _op_events(request: WorkerRequest, harvested: list[RecordedCall],
             if request.mode == "observe":
                 diff = request.synthesis.get("diff_meta", False) and \
                     op_request.meta_kind not in (MetaKind.MISSING, MetaKind.TRIVIAL)
-                skip = set(request.synthesis.get(name, {}).get("skip", []))
-                seen = observe_op(op, found, diff_meta=diff, skip=skip,
+                asked = request.synthesis.get(name, {})
+                seen = observe_op(op, found, diff_meta=diff, skip=set(asked.get("skip", [])),
+                                  hung=asked.get("hung", []),
+                                  isolate=asked.get("isolate", False),
                                   announce=lambda step, name=name: emit(CheckStart(name, step)))
                 yield Result(name, Status.PASS, [], len(found), _origins(found, len(dtypes)),
                              synthesis=seen.to_dict())
