@@ -33,10 +33,22 @@ def _child(fn: Callable[..., Any], args: tuple, conn: Any, log: str) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    conn.send(_outcome(fn, *args))
+
+
+def _outcome(fn: Callable[..., Any], *args: Any) -> tuple:
+    """What a child sends its parent: `("ok", result)`, or `("error", why, traceback)`."""
     try:
-        conn.send(("ok", fn(*args)))
+        return ("ok", fn(*args))
     except BaseException as exc:  # everything, SystemExit too, goes back to the parent
-        conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        return ("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+
+def _answer(answer: tuple) -> Any:
+    """The child's result, or ChildDied with its reason and traceback."""
+    if answer[0] == "error":
+        raise ChildDied(answer[1], answer[2])
+    return answer[1]
 
 
 def run_isolated(fn: Callable[..., Any], *args: Any, timeout_s: float = 600.0) -> Any:
@@ -62,9 +74,7 @@ def run_isolated(fn: Callable[..., Any], *args: Any, timeout_s: float = 600.0) -
             lines = [ln for ln in output.splitlines() if ln.strip()]
             raise ChildDied(exit_words(proc.exitcode, lines[-1] if lines else ""),
                             output) from None
-        if answer[0] == "error":
-            raise ChildDied(answer[1], answer[2])
-        return answer[1]
+        return _answer(answer)
     finally:
         if proc.is_alive():
             proc.kill()
@@ -84,9 +94,9 @@ def run_forked(fn: Callable[[], Any]) -> Any:
         os.close(read)
         faulthandler.disable()  # its crash is the parent's to name, in one line
         try:
-            payload = pickle.dumps(("ok", fn()))
-        except BaseException as exc:  # everything goes back to the parent
-            payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+            payload = pickle.dumps(_outcome(fn))
+        except BaseException as exc:  # a result that does not pickle
+            payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}", ""))
         with os.fdopen(write, "wb") as out:
             out.write(payload)
         os._exit(0)
@@ -97,10 +107,7 @@ def run_forked(fn: Callable[[], Any]) -> Any:
     if os.WIFSIGNALED(status) or not data:
         raise ChildDied(exit_words(-os.WTERMSIG(status) if os.WIFSIGNALED(status)
                                    else os.WEXITSTATUS(status)))
-    kind, value = pickle.loads(data)
-    if kind == "error":
-        raise ChildDied(value)
-    return value
+    return _answer(pickle.loads(data))
 
 
 def exit_words(code: int | None, last_line: str = "") -> str:

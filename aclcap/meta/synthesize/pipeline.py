@@ -159,7 +159,7 @@ def observe(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
     per op the calls that crashed or hung: (call, how)."""
     hung: dict[str, list[tuple[int, str, str]]] = {}  # per op: (index, change, how)
     isolated: set[str] = set()
-    given: dict[str, tuple[str, str]] = {}  # a sample as given that crashed: a broken kernel
+    given: dict[str, str] = {}  # how a sample as given crashed: a broken kernel
     passes: Counter[str] = Counter()
     todo, outcomes = ops, {}
     while todo:
@@ -179,7 +179,7 @@ def observe(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
             how = checked.death or "crashed"
             passes[o.qualname] += 1
             if what == AS_GIVEN:  # no call outside the op's contract: the op ends
-                given[o.qualname] = (what, how)
+                given[o.qualname] = how
                 continue
             if how.startswith(HUNG):
                 hung.setdefault(o.qualname, []).append((index, what, how))
@@ -194,7 +194,7 @@ def observe(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
         seen = outcome.synthesis or {} if outcome is not None else {}
         crashes[o.qualname] = [*((what, how) for _, what, how in hung.get(o.qualname, [])),
                                *(tuple(c) for c in seen.get("crashed", [])),
-                               *([given[o.qualname]] if o.qualname in given else [])]
+                               *([(AS_GIVEN, given[o.qualname])] if o.qualname in given else [])]
     return outcomes, crashes
 
 
