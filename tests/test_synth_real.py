@@ -70,8 +70,10 @@ def test_a_crashing_call_costs_that_call_alone_and_is_named(real_run):
     s = _synthesis(doc)[NS + "scale_rows.default"]
     assert s["status"] == "verified"
     assert "x dim 0 alone: 4 -> 8: crashed (signal 6: SIGABRT)" in "; ".join(s["crashed_calls"])
-    assert any(re.match(r"\d+ call\(s\) crashed or hung the kernel and were skipped", n)
-               for n in s["notes"])
+    note = next(n for n in s["notes"]
+                if re.match(r"\d+ call\(s\) crashed or hung the kernel and were skipped", n))
+    # the file names no signal: a corrupted heap ends by SIGSEGV in one run, SIGABRT next
+    assert "x dim 0 alone: 4 -> 8: crashed" in note and "signal" not in note
 
 
 def test_a_cpp_composite_is_written_with_its_fix_never_registered(real_run):

@@ -256,7 +256,11 @@ def observe_and_infer(ops: list[OpInfo], options: CheckMetaOptions, namespaces: 
                     MetaKind.COMPOSITE_CPP else "(list it in SPLITTING_OPS to run it eagerly "
                     "between captured pieces)"))
         if result.crashed:
-            counts = Counter(result.crashed)
+            # The file names a crash without its signal: memory a kernel corrupts ends it
+            # by SIGSEGV in one run and SIGABRT in the next (torch-cluster's fps), and the
+            # same command must write the same file. crashed_calls keeps the signal.
+            counts = Counter(f"{what}: {'crashed' if how.startswith('crashed') else how}"
+                             for what, how in crashed)
             result.rule.notes.append(
                 f"{len(result.crashed)} call(s) crashed or hung the kernel and were "
                 "skipped: " + "; ".join(what + (f" ({n} calls)" if n > 1 else "")
