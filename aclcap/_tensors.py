@@ -14,6 +14,17 @@ def clone_tensors(value: Any) -> Any:
     return tree_map_only(torch.Tensor, torch.clone, value)
 
 
+def raw_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's values as one flat uint8 tensor, to compare or hash byte for byte. A
+    one-element tensor counts as contiguous whatever its stride (a column of one row,
+    fbgemm's `segment_sum_csr` on one id), and `view(torch.uint8)` refuses a stride other
+    than 1: such a tensor is copied first."""
+    flat = t.detach().reshape(-1)
+    if flat.numel() and flat.stride(0) != 1:
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    return flat.view(torch.uint8)
+
+
 def wait_collectives(value: Any) -> Any:
     """Outputs of functional collectives left in flight (AsyncCollectiveTensor) waited
     for: an eager step is complete when it returns, as a replayed graph is, and a

@@ -81,3 +81,14 @@ def test_a_read_past_an_inputs_end_still_differs_between_two_runs():
     assert observe_twice(op, SampleInput((torch.randn(4, 8), 0), {}))[1] == ""
     run, differs = observe_twice(op, SampleInput((torch.randn(4, 8), 2), {}))
     assert run.overrun is None and differs == "output 0's values differ"
+
+
+def test_a_one_element_input_of_any_stride_is_observed():
+    """A column of one row counts as contiguous with its stride of 16, and its bytes were
+    read with view(uint8), which refuses that stride: fbgemm's segment_sum_csr, given a
+    step's one-id column, stopped the whole synthesis at the harvest."""
+    column = torch.randn(1, 16)[:, 3]
+    assert column.is_contiguous() and column.stride() == (16,)
+    recorded = observe(torch.ops.guardtest.past_end.default, (column, 0))
+    assert recorded.call.written == () and recorded.overrun is None
+    assert torch.equal(recorded.outputs, column + 1)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from aclcap._compat import OpOverload
+from aclcap._tensors import raw_bytes
 from aclcap.meta.guarded import FILL, Guards, exact_copies
 from aclcap.meta.sample_inputs import SampleInput
 
@@ -152,10 +153,6 @@ def arg_facts(arg: Any, value: Any) -> ArgFacts:
     return ArgFacts(arg.name, value=_plain(value))
 
 
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().reshape(-1).contiguous().view(torch.uint8)
-
-
 def named_tensors(bound: list[tuple[Any, Any]], indexed: bool = False
                   ) -> list[tuple[str, torch.Tensor]]:
     """Every tensor of a bound call with its argument's name; inside a Tensor[] the name
@@ -208,7 +205,7 @@ def record(op: OpOverload, call: Callable[..., Any], args: tuple, kwargs: dict, 
     written: list[str] = []
     for (name, old), (_, t) in zip(named_tensors(bind(op, before.args, before.kwargs)), inputs,
                                    strict=True):
-        if name not in written and not torch.equal(_bytes(old), _bytes(t)):
+        if name not in written and not torch.equal(raw_bytes(old), raw_bytes(t)):
             written.append(name)
     returns = op._schema.returns
     leaves = () if not returns else tuple(out) if len(returns) > 1 else (out,)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from aclcap._tensors import raw_bytes
 from aclcap.cache_budget import touch
 from aclcap.graph.compiles import CompileLog, LoggedGraph
 from aclcap.graph.export import SizeRange
@@ -42,7 +43,7 @@ def _meta(value: object) -> str:
 
 
 def tensor_digest(t: torch.Tensor) -> str:
-    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+    data = raw_bytes(t.cpu())
     return hashlib.sha256(data.numpy().tobytes()).hexdigest()
 
 
