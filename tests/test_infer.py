@@ -13,6 +13,8 @@ import torch
 from aclcap.meta.observe import observe
 from aclcap.meta.registry import resolve_overload
 from aclcap.meta.sample_inputs import SampleInput, samples_for
+from aclcap.meta.synthesize.describe import describe_rule
+from aclcap.meta.synthesize.emit_python import emit_python
 from aclcap.meta.synthesize.expr_search import evaluate, search, terms
 from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer
 from aclcap.meta.synthesize.rules import (
@@ -76,6 +78,12 @@ def _quant(x, scale):
     return q, (None if scale == 0 else x.abs().amax(-1, keepdim=True).float())
 
 
+def _permute(x, weights=None):
+    """fbgemm's permute_1D_sparse_data in small: the weights permuted with the values, and
+    None without them."""
+    return x.flip(0), None if weights is None else weights.flip(0)
+
+
 def _positive(x):
     return x[x > 0].clone()
 
@@ -104,6 +112,7 @@ scale_ = _define("scale_(Tensor(a!) x, float alpha) -> Tensor(a!)", _scale_)
 first_rows = _define("first_rows(Tensor(a) x, int n) -> Tensor(a)", _first_rows)
 quant = _define("quant(Tensor x, float scale) -> (Tensor, Tensor?)", _quant)
 positive = _define("positive(Tensor x) -> Tensor", _positive)
+permute = _define("permute(Tensor x, Tensor? weights=None) -> (Tensor, Tensor?)", _permute)
 sneaky = _define("sneaky(Tensor x, Tensor y) -> Tensor", _sneaky)
 leaky_view = _define("leaky_view(Tensor x) -> Tensor", _leaky_view)
 add_out = _define("add.out(Tensor x, Tensor y, *, Tensor(a!) out) -> ()", _add_out)
@@ -207,6 +216,21 @@ def test_optional_output_decided_by_a_float_argument():
     assert scale.none_when == ("scale", "== 0")
     assert scale.shape == (LeadingDims("x", 1), Const(1))
     assert scale.dtype == DtypeRule("fixed", dtype="float32")
+
+
+def test_an_output_never_seen_for_an_optional_tensor_given_is_refused_there():
+    """A step that passes no weights saw output 1 None in every call; "always None" was
+    verified and wrong where weights are given (fbgemm's permute_1D_sparse_data)."""
+    rule = infer(permute, _observe_all(permute, [SampleInput((_x(6),)),
+                                                 SampleInput((_x(9), None))]))
+    assert rule.outputs[1].shape is None and rule.none_only == ("weights",)
+    assert "for `weights` None only" in describe_rule(rule)[-1]
+    source = emit_python([rule])
+    assert 'torch._check(weights is None, lambda: "weights given: this fake saw no call' \
+        in source and all(len(line) <= 100 for line in source.splitlines())
+    compile(source, "emitted.py", "exec")
+    given = infer(permute, _observe_all(permute, [SampleInput((_x(6), _x(6)))]))
+    assert given.none_only == () and given.outputs[1].shape is not None
 
 
 def test_data_dependent_size_is_unbacked_and_said():
@@ -364,6 +388,28 @@ def evaluate_all(expr, numel: list[int], itemsize: list[int]) -> list[int]:
 
     source = expr_source(expr).replace("storage.itemsize", "i")
     return [eval(source, {"numel": n, "i": i}) for n, i in zip(numel, itemsize, strict=True)]
+
+
+def test_packed_rows_and_jagged_widths_are_a_product_divided():
+    """fbgemm's n-bit rows: `ceil(C / (8 // bits)) + 4` bytes and back `(C - 4) * (8 //
+    bits)` values (its kernel takes bits of 3 and 5 too); a jagged mat-vec's width
+    `H * D * B // (B * H)`: each was "no formula fits"."""
+    from aclcap.meta.synthesize.emit_python import expr_source
+
+    cols = [16, 32, 48, 8, 24, 64, 40, 16, 36, 5, 13, 20]
+    bits = [4, 4, 2, 8, 2, 4, 8, 8, 2, 4, 3, 5]
+    packed = [-(-c // (8 // b)) + 4 for c, b in zip(cols, bits, strict=True)]
+    assert expr_source(search(packed, _terms(cols=cols, bits=bits))) == \
+        "-(-cols // (8 // bits)) + 4"
+    back = [(p - 4) * (8 // b) for p, b in zip(packed, bits, strict=True)]
+    assert expr_source(search(back, _terms(packed=packed, bits=bits))) == \
+        "(packed - 4) * (8 // bits)"
+    batch, heads, width = [2, 4, 3, 1, 5, 2, 6, 4, 3], [2, 1, 3, 2, 1, 4, 2, 3, 1], \
+        [4, 8, 3, 16, 5, 2, 7, 4, 6]
+    found = search(width, _terms(v0=[b * h for b, h in zip(batch, heads, strict=True)],
+                                 a1=[h * d for h, d in zip(heads, width, strict=True)],
+                                 offsets=[b + 1 for b in batch]))
+    assert expr_source(found) == "(offsets - 1) * a1 // v0"
 
 
 def test_sums_are_written_as_people_write_them():

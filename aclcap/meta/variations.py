@@ -24,6 +24,7 @@ from aclcap.meta.sample_inputs import SampleInput
 Kind = Literal["values", "dim", "dim-alone", "dim-group", "int", "bool", "none", "float",
                "dtype", "rank", "index-rank", "layout", "tied"]
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_OTHER_INDEX_DTYPE = {torch.int32: torch.int64, torch.int64: torch.int32}
 # Per sample: ~3 sizes x a handful of distinct dims, each shared dim alone, ints, floats,
 # each float tensor's dtype alone, ranks and layouts. Every kind gets its turn (kinds are
 # interleaved): a real kernel's sample (ten tensors, six distinct sizes) has more dims than
@@ -321,8 +322,8 @@ def _max_rank(op: OpOverload, sample: SampleInput) -> int:
 
 
 def _int_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
-    """Int arguments and elements of int[] arguments, x2 and +1 (0 only +1; negative
-    values are sentinels such as -1 and stay). An int that could index the tensors' dims
+    """Int arguments and elements of int[] arguments, x2, +1 and halved (0 only +1;
+    negative values are sentinels such as -1 and stay). An int that could index the tensors' dims
     (-rank <= value < rank) also takes every other such value: a `dim` argument varied
     over all of them shows rules along it (`[*x.shape[:dim], n, *x.shape[dim:][1:]]`)."""
     rank = _max_rank(op, sample)
@@ -333,7 +334,10 @@ def _int_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
                     yield Variation(_replace(sample, {slot: new}),
                                     f"{a.name}: {value} -> {new}", "int")
         if _is_int_arg(a, value) and value >= 0:
-            for new in dict.fromkeys((value * 2, value + 1)):
+            # halved too: a bit rate seen at 4 and 8 only fits `ceil(bits / 4) * C // 2`
+            # as well as `C * bits // 8`, which 2 tells apart (fbgemm's n-bit rows)
+            for new in dict.fromkeys((value * 2, value + 1, *((value // 2,) if value > 2
+                                                               else ()))):
                 if new != value and not (-rank <= new < rank):
                     yield Variation(_replace(sample, {slot: new}),
                                     f"{a.name}: {value} -> {new}", "int")
@@ -404,7 +408,7 @@ def _dtype_variations(op: OpOverload, sample: SampleInput,
                       dtypes: Sequence[torch.dtype]) -> Iterator[Variation]:
     """The sample's main float dtype (the most common among its tensors) swapped for each
     other one, in those tensors only: float32 scales next to bfloat16 activations stay;
-    and each ScalarType argument set to each other float dtype."""
+    each ScalarType argument set to each other float dtype; and the index dtypes swapped."""
     slots = _slots(op, sample)
     floats = [v.dtype for _, _, v in slots if isinstance(v, torch.Tensor) and
               v.is_floating_point()]
@@ -424,6 +428,7 @@ def _dtype_variations(op: OpOverload, sample: SampleInput,
                 if dtype != value:
                     yield Variation(_replace(sample, {slot: dtype}),
                                     f"{a.name}: {_name(value)} -> {_name(dtype)}", "dtype")
+    yield from _index_dtype_variations(sample, slots)
     # each float tensor alone: an output that promotes over two inputs, or follows one of
     # two that always shared a dtype, shows only when their dtypes differ
     if len(floats) > 1:
@@ -434,6 +439,27 @@ def _dtype_variations(op: OpOverload, sample: SampleInput,
                         yield Variation(_replace(sample, {slot: value.to(dtype)}),
                                         f"{a.name} alone: {_name(value.dtype)} -> "
                                         f"{_name(dtype)}", "dtype")
+
+
+def _index_dtype_variations(sample: SampleInput, slots: list) -> Iterator[Variation]:
+    """Every int32 or int64 tensor as the other index dtype, all together, then each alone
+    where there are several: kernels dispatch over both (fbgemm's AT_DISPATCH_INDEX_TYPES),
+    and an output that follows its lengths' dtype is told from a fixed int32 only so
+    (fbgemm's cumsums were fitted int32 from a step that passed int32 alone)."""
+    index = [(a, slot, v) for a, slot, v in slots if isinstance(v, torch.Tensor)
+             and v.dtype in _OTHER_INDEX_DTYPE]
+    if index:
+        names = ", ".join(a.name for a, _, _ in index)
+        kinds = {v.dtype for _, _, v in index}
+        change = (f"{_name(kinds.pop())} -> {_name(_OTHER_INDEX_DTYPE[index[0][2].dtype])}"
+                  if len(kinds) == 1 else "int32 <-> int64")
+        yield Variation(_replace(sample, {slot: v.to(_OTHER_INDEX_DTYPE[v.dtype])
+                                          for _, slot, v in index}), f"{names}: {change}",
+                        "dtype")
+    for a, slot, v in index if len(index) > 1 else ():
+        other = _OTHER_INDEX_DTYPE[v.dtype]
+        yield Variation(_replace(sample, {slot: v.to(other)}),
+                        f"{a.name} alone: {_name(v.dtype)} -> {_name(other)}", "dtype")
 
 
 def _values_variation(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:

@@ -83,4 +83,6 @@ def describe_rule(rule: OpRule) -> list[str]:
     if guard is not None:
         lines[-1] += (f"; for `{guard.arg}` of rank {' or '.join(map(str, guard.ranks))} only "
                       "(torch._check refuses others)")
+    if rule.none_only:
+        lines[-1] += f"; for {rule.none_only_words()} only (torch._check refuses others)"
     return lines

@@ -215,6 +215,12 @@ def _guard_line(rule: OpRule) -> list[str]:
             f'              ": this Meta kernel holds for rank {ranks} only");']
 
 
+def _none_only_lines(rule: OpRule) -> list[str]:
+    """TORCH_CHECK that each optional tensor no call gave is absent (OpRule.none_only)."""
+    return [f'  TORCH_CHECK(!{pyname(n)}.has_value(), "{n} given: this Meta kernel saw no '
+            'call with it, where an output was None in every call");' for n in rule.none_only]
+
+
 def _param_type(arg: ArgSpec) -> str:
     """The C++ type the dispatcher's unboxing takes for `arg`, where the library's own
     signature is unknown (an op without a typed kernel)."""
@@ -447,7 +453,7 @@ def function_source(rule: OpRule, sig: CppSignature | None = None, name: str = "
     lines += [one] if len(one) <= 100 else [head + params[0] + ","] + [
         " " * len(head) + p + ("," if i < len(params) - 2 else ") {")
         for i, p in enumerate(params[1:])]
-    lines += _guard_line(rule)
+    lines += _guard_line(rule) + _none_only_lines(rule)
     if not rets:
         lines.append("  // an out-variant: it only writes its arguments")
     # Locals are result, result_sizes, result0...: made longer until they shadow no argument.

@@ -291,6 +291,10 @@ def evidence_sentences(rule: OpRule) -> list[str]:
         guard = rule.rank_guard
         out.append(f"Holds for `{guard.arg}` of rank {' or '.join(map(str, guard.ranks))} "
                    f"only: {guard.why}.")
+    if rule.none_only:
+        out.append(f"Holds for {rule.none_only_words()} only: no call gave "
+                   f"{'it' if len(rule.none_only) == 1 else 'them'}, and an output was None "
+                   "in every call.")
     out += [f"Unproven: {what}." for what in rule.unproven]
     verdict = rule.verified
     if verdict is None:
@@ -376,6 +380,10 @@ def function_source(rule: OpRule) -> str:
         test = f"{arg}.dim() == {ranks[0]}" if len(ranks) == 1 else f"{arg}.dim() in {ranks}"
         lines += [f"    torch._check({test}, lambda: f\"{guard.arg} of rank {{{arg}.dim()}}: "
                   f"this fake holds for rank {' or '.join(map(str, ranks))} only\")"]
+    for name in rule.none_only:
+        lines += [f"    torch._check({pyname(name)} is None, lambda: \"{name} given: this fake "
+                  "saw no call with it,\"", '                 " where an output was None in '
+                  'every call")']
     if not schema.returns:
         lines.append("    return None")
     elif len(rule.outputs) == 1:

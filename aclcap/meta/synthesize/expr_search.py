@@ -51,6 +51,9 @@ MAX_BASE = 64
 AFFINE_MIN_CALLS = 8
 AFFINE_MAX_ATOMS = 10  # C(10, 3) * 4**3 numerators per divisor, each over every offset
 AFFINE_OFFSET = 8
+PRODUCT_SHIFT = 16  # a packed row's header bytes: fbgemm's n-bit scale and bias are 4
+MAX_NUMERATORS = 1 << 16
+PACK_WORDS = (8, 32)  # bits in a byte and in an int32 word: n-bit values packed per unit
 
 
 @dataclass(frozen=True)
@@ -244,7 +247,8 @@ def _search(target: Sequence[int], available: Sequence[Term]) -> Expr | None:
     # A power before a sum of products: where calls vary one input at a time, a polynomial
     # fits (degree + 1) ** D's few values too, and is wrong at the first joint change.
     return _scaled_division(want, small, levels[1]) or _power(want, small, levels[1]) or \
-        linear_combination(want, available) or floored_affine(want, available)
+        linear_combination(want, available) or floored_affine(want, available) or \
+        _product_division(want, levels.get(3, []), levels[1])
 
 
 def _scaled_division(want: np.ndarray, numerators: list[tuple[Expr, np.ndarray]],
@@ -264,6 +268,59 @@ def _scaled_division(want: np.ndarray, numerators: list[tuple[Expr, np.ndarray]]
             if len(hits):
                 i, j = hits[0]
                 return BinOp(op, chunk[i][0], divisors[j][0])  # type: ignore[arg-type]
+    return None
+
+
+def _product_division(want: np.ndarray, pairs: list[tuple[Expr, np.ndarray]],
+                      atoms: list[tuple[Expr, np.ndarray]]) -> Expr | None:
+    """`p // d + k`, its ceil, or `p + k`: p a term, an expression of size 3, or that times
+    a term or a pack factor; d a constant, a term, a constant times a term or a pack factor;
+    k a constant within PRODUCT_SHIFT. A pack factor `c // bits` (c in PACK_WORDS, bits an
+    int argument) is how many values a byte or a word packs: fbgemm's n-bit rows hold
+    `ceil(C / (8 // bits)) + 4` bytes and unpack to `(C - 4) * (8 // bits)` values, GPTQ
+    packs 32 // bits per int32; a jagged mat-vec is `D * B // (B * H)` wide. Tried past
+    floored_affine (one product at most, no coefficient of 8), and with AFFINE_MIN_CALLS
+    calls at least: the shift k fits few calls too easily."""
+    if len(want) < AFFINE_MIN_CALLS:
+        return None
+    packs = [(BinOp("//", Const(c), e), c // v) for c in PACK_WORDS for e, v in atoms
+             if isinstance(e, IntArg) and (v > 0).all() and (v <= c).all()
+             and len(set(v.tolist())) > 1]
+    seen: set[bytes] = set()
+    numerators, packed = [], set()  # packed: the products with a pack factor
+    for expr, vec in [*atoms, *pairs, *((BinOp("*", e, a), v * av) for e, v in pairs
+                                        for a, av in [*atoms, *packs])]:
+        key = vec.tobytes()
+        if key not in seen and (vec >= 0).all() and (vec < LIMIT).all() \
+                and not isinstance(expr, Const):
+            seen.add(key)
+            numerators.append((expr, vec))
+            if isinstance(expr, BinOp) and expr.right in dict(packs):
+                packed.add(len(numerators) - 1)
+    numerators = numerators[:MAX_NUMERATORS]
+    divisors = [(BinOp("*", Const(c), e) if c > 1 else e, v * c) for c in SCALES
+                for e, v in atoms if isinstance(e, (IntArg, Dim, ItemSize)) and (v > 0).all()]
+    divisors += [(e, v) for e, v in [*atoms, *packs]
+                 if (isinstance(e, Const) and int(v[0]) > 1) or e in dict(packs)]
+    d = np.stack([v for _, v in divisors])[None, :, :]
+    for start in range(0, len(numerators), 256):
+        chunk = numerators[start:start + 256]
+        n = np.stack([v for _, v in chunk])[:, None, :]
+        found = []  # (numerator, op, divisor, shift): the simplest numerator wins
+        for op in ("", "//", "ceil//"):
+            shift = want - (n if not op else n // d if op == "//" else -((-n) // d))
+            fits = (shift == shift[..., :1]).all(axis=-1) & \
+                (np.abs(shift[..., 0]) <= PRODUCT_SHIFT)
+            if not op:  # no division: a pack factor's product only (n * n * e is past)
+                fits &= np.isin(np.arange(start, start + len(chunk)), list(packed))[:, None]
+            hits = np.argwhere(fits)
+            if len(hits):
+                i, j = hits[0]
+                found.append((int(i), op, int(j), int(shift[i, j, 0])))
+        if found:
+            i, op, j, k = min(found, key=lambda f: f[0])
+            out: Expr = BinOp(op, chunk[i][0], divisors[j][0]) if op else chunk[i][0]
+            return BinOp("+" if k > 0 else "-", out, Const(abs(k))) if k else out
     return None
 
 

@@ -708,11 +708,12 @@ def _unproven(calls: Sequence[ObservedCall], outputs: list[OutputRule],
             found.append(f"output {i} had a dim of 0 in every call (every call was empty "
                          "there): its size for non-empty inputs is unproven")
         like = out.dtype.arg if out.dtype is not None and out.dtype.kind == "like" else None
-        if like is not None:
-            mine = [c.arg(like).tensor.dtype for c in calls]
+        if like is not None:  # over the calls that gave it (an optional tensor: some)
+            given = [c for c in calls if c.arg(like).tensor is not None]
+            mine = [c.arg(like).tensor.dtype for c in given]
             twins = [a.name for a in calls[0].args if a.name != like and all(
                 c.arg(a.name).tensor is not None and c.arg(a.name).tensor.dtype == d
-                for c, d in zip(calls, mine, strict=True))
+                for c, d in zip(given, mine, strict=True))
                 and (a.name, None) not in tied and (like, None) not in tied]
             if twins and len(set(mine)) > 1:
                 found.append(f"output {i} takes the dtype of `{like}`, which equalled that "
@@ -753,7 +754,18 @@ def infer(op: OpOverload, calls: Sequence[ObservedCall],
                   + [SchemaDefect(m, "") for m in partial],
                   fitted_on=len(calls) - held, held_out=held, evidence=_evidence(calls),
                   notes=notes, spec=schema,
-                  unproven=_unproven(calls, outputs, rejected) + partial, rank_guard=guard)
+                  unproven=_unproven(calls, outputs, rejected) + partial, rank_guard=guard,
+                  none_only=_none_only(op, calls, outputs))
+
+
+def _none_only(op: OpOverload, calls: Sequence[ObservedCall],
+               outputs: Sequence[OutputRule]) -> tuple[str, ...]:
+    """The optional tensor arguments no call gave, where an output was None in every call
+    (rules.OpRule.none_only); () where no output was."""
+    if not any(o.shape is None for o in outputs):
+        return ()
+    return tuple(a.name for a in op._schema.arguments if str(a.type) == "Optional[Tensor]"
+                 and all(c.arg(a.name).tensor is None for c in calls))
 
 
 def _partial_aliases(calls: Sequence[ObservedCall], outputs: Sequence[OutputRule]

@@ -248,9 +248,18 @@ class OpRule:
     # never called verified while any is left.
     unproven: list[str] = field(default_factory=list)
     rank_guard: RankGuard | None = None
+    # Optional tensor arguments no call gave, beside an output that was None in every call:
+    # what that output is where one is given, nothing showed, so the fake refuses such a
+    # call rather than say None (fbgemm's permute_1D_sparse_data returns its permuted
+    # weights there; a step that passed no weights fitted "always None").
+    none_only: tuple[str, ...] = ()
     # Why no C++ Meta kernel could serve this op, whatever its rule (a custom_op, whose fake
     # slot torch asks instead; the library's own fake, which takes precedence): "" for none.
     no_cpp: str = ""
+
+    def none_only_words(self) -> str:
+        """`` `weights` None ``: the calls a none-only fake takes (`none_only`)."""
+        return ", ".join(f"`{n}`" for n in self.none_only) + " None"
 
     def unbacked(self) -> list[Unbacked]:
         """The data-dependent sizes of every output, in every regime."""
