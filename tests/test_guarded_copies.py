@@ -92,3 +92,26 @@ def test_a_one_element_input_of_any_stride_is_observed():
     recorded = observe(torch.ops.guardtest.past_end.default, (column, 0))
     assert recorded.call.written == () and recorded.overrun is None
     assert torch.equal(recorded.outputs, column + 1)
+
+
+_lib.define("half_written(Tensor x) -> Tensor")
+
+
+def _half_written(x: torch.Tensor) -> torch.Tensor:
+    """Leaves the second half of its output unwritten, as fbgemm's
+    expand_into_jagged_permute does when asked for more entries than its offsets hold."""
+    out = torch.empty(x.shape[0] * 2, dtype=x.dtype)
+    out[: x.shape[0]] = x
+    return out
+
+
+_lib.impl("half_written", _half_written, "CPU")
+
+
+def test_an_output_left_unwritten_differs_between_the_two_runs_every_time():
+    """Each run's allocations start filled with its own byte (glibc's M_PERTURB): two runs
+    that reused one freed block read the same leftovers, and 3 calls in 20 passed as clean
+    (in a test worker's heap, refilling freed blocks instead still let 1 in 20 pass)."""
+    op = torch.ops.guardtest.half_written.default
+    differs = [observe_twice(op, SampleInput((torch.zeros(64 + i),)))[1] for i in range(20)]
+    assert differs == ["output 0's values differ"] * 20

@@ -146,3 +146,22 @@ def test_plugin_reads_its_ini_keys_and_the_command_line_overrides(pytester: pyte
         *_plugin_args(), "--aclcap-namespace", "aclcap_test", "-k", "good",
         "-p", "no:cacheprovider")
     overridden.assert_outcomes(passed=1)
+
+
+_nan_lib = torch.library.Library("aclcap_nantest", "DEF")
+_nan_lib.define("dequant(Tensor packed) -> Tensor")
+# A dequantize of bytes whose scale reads as NaN (fbgemm's n-bit rows on random bytes):
+# the kernel's output holds NaN, and its fake is right.
+_nan_lib.impl("dequant", lambda packed: torch.where(packed > 127, float("nan"),
+                                                    packed.float()), "CPU")
+torch.library.register_fake("aclcap_nantest::dequant")(
+    lambda packed: packed.new_empty(packed.shape, dtype=torch.float32))
+
+
+def test_a_right_fake_of_a_kernel_that_outputs_nan_passes():
+    """opcheck's AOT test compares outputs with assert_close, where NaN differs from NaN:
+    every fake failed on a call whose outputs hold NaN, so it runs where none do."""
+    bytes_ = torch.arange(256, dtype=torch.uint8).reshape(16, 16)
+    check_op("aclcap_nantest::dequant", [SampleInput((bytes_,)),
+                                          SampleInput((bytes_[:4] // 2,))])
+    check_op("aclcap_nantest::dequant", [SampleInput((bytes_,))])  # NaN in every call

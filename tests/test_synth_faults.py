@@ -123,6 +123,34 @@ def test_the_verifying_worker_leaves_out_calls_whose_eager_runs_differ(dequant):
     assert findings[0].endswith("those calls are left out of verification")
 
 
+_abort_lib = torch.library.Library("aclcap_synthabort", "DEF")
+_abort_lib.define("rows(Tensor x) -> Tensor")
+
+
+def _rows_kernel(x: torch.Tensor) -> torch.Tensor:
+    """Aborts the process on 3 rows, as a kernel that wrote past what it owns dies later."""
+    if x.shape[0] == 3:
+        import os
+
+        os.abort()
+    return x * 2
+
+
+_abort_lib.impl("rows", _rows_kernel, "CPU")
+
+
+def test_an_isolated_verification_leaves_a_crashing_call_out_and_goes_on():
+    """A verifying worker that ran a heap-corrupting call aborted on a later check, and a
+    right fake read as "verification FAILED: crashed" (fbgemm's permute_1D_sparse_data):
+    for an op that crashed while observed, each call runs twice in a child of its own."""
+    op = torch.ops.aclcap_synthabort.rows.default
+    clean, crashing = SampleInput((torch.ones(2, 4),)), SampleInput((torch.ones(3, 4),))
+    kept, findings = without_faults(op, [clean, crashing, clean], isolate=True)
+    assert kept == [clean, clean]
+    assert len(findings) == 1 and "(1 call(s), e.g. crashed (signal 6: SIGABRT))" in \
+        findings[0], findings
+
+
 def test_calls_nothing_tells_apart_are_named_by_what_changed(dequant):
     run, differs = observe_twice(dequant, _dequant_sample(torch.bfloat16))
     assert differs == "output 0's values differ"

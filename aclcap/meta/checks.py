@@ -41,6 +41,7 @@ from aclcap.status import Finding, Severity, Status
 # opcheck's tests; test_autograd_registration only runs when an input requires grad.
 OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor",
                  "test_aot_dispatch_dynamic")
+_OUTPUTS_DIFFER = "Outputs of the operator are different in eager-mode"  # opcheck's words
 
 
 @dataclass
@@ -276,20 +277,30 @@ def representatives(runs: list[RecordedCall]) -> list[RecordedCall]:
             for run in sorted(group, key=_generality)]  # stable: ties keep sample order
 
 
+def _has_nan(value: Any) -> bool:
+    return any(t.is_floating_point() and bool(t.isnan().any())
+               for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor))
+
+
 def _opcheck(check: OpCheck, runs: list[RecordedCall], tests: tuple[str, ...]) -> None:
     """opcheck's tests on every call but test_aot_dispatch_dynamic, which traces the op
     through AOTAutograd with every size symbolic (most of opcheck's time) and so gains
-    nothing from a second size: it runs on the op's most general call only."""
+    nothing from a second size: it runs on the op's most general call only, one whose
+    outputs hold no NaN where there is such a call. That test compares the outputs with
+    assert_close, where NaN differs from NaN: fbgemm's n-bit dequantize on bytes whose
+    half-float scale reads as NaN failed it whatever its fake."""
     ordered = representatives(runs)
+    aot = next((i for i, run in enumerate(ordered) if not _has_nan(run.outputs)), 0)
     for i, run in enumerate(ordered):
         args, kwargs = exact_copies((run.sample.args, run.sample.kwargs))
         run.sample.enter()
-        run_tests = tests if i == 0 else tuple(t for t in tests
-                                               if t != "test_aot_dispatch_dynamic")
+        run_tests = tests if i == aot else tuple(t for t in tests
+                                                 if t != "test_aot_dispatch_dynamic")
         results = torch.library.opcheck(check.op, args, kwargs, test_utils=run_tests,
                                         raise_exception=False)
         for test, result in results.items():
-            if isinstance(result, BaseException):
+            if isinstance(result, BaseException) and not (
+                    _has_nan(run.outputs) and _OUTPUTS_DIFFER in str(result)):
                 check.out.fail(f"opcheck {test}: {first_line(result)}", key=test)
 
 

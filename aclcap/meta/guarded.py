@@ -11,6 +11,10 @@ between the runs (faults.py) as it did on the heap's own leftovers."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +23,7 @@ import torch
 from aclcap._compat import tree_map_only
 
 FILL, OTHER_FILL = 0xA5, 0x5A  # a second run's band differs: a read past the end shows
+_M_PERTURB = -6  # glibc's mallopt parameter: fill allocations with a byte's complement
 _MIN_BAND_BYTES = 4096  # past a small tensor, an overrun of a few rows still lands here
 # A view deep into a large storage (a layer of a KV cache) is copied densely, as
 # torch.clone does, rather than with the unset storage before its offset.
@@ -82,3 +87,31 @@ def exact_copies(value: Any) -> Any:
     of a recorded call (check-meta's compile and opcheck checks) sees the layout the
     recorded run saw, so a kernel that ignores strides gives the same values in both."""
     return Guards(banded=False).copies(value)
+
+
+
+@contextlib.contextmanager
+def filled_allocations(byte: int) -> Iterator[None]:
+    """Every allocation the kernel makes meanwhile starts filled with `byte` ^ 0xff (glibc's
+    M_PERTURB; where the C library has no mallopt, nothing changes): an output the kernel
+    leaves partly unwritten then reads another byte in each of two runs. Leftovers of freed
+    memory told it apart only by chance, and two runs that reused one block read the same
+    (fbgemm's expand_into_jagged_permute, asked for more entries than its offsets hold,
+    passed as clean in one run of a command and left garbage in its compiled copy in the
+    next). Python's own objects lie in pymalloc's arenas, untouched."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None or not mallopt(_M_PERTURB, byte):
+        yield
+        return
+    try:
+        yield
+    finally:
+        mallopt(_M_PERTURB, 0)
+
+
+@functools.cache
+def _libc() -> object:
+    try:
+        return ctypes.CDLL(None)  # this process's own C library, whichever it is
+    except OSError:
+        return None

@@ -13,14 +13,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
 from aclcap._compat import OpOverload, tree_flatten
+from aclcap._isolated import ChildDied, run_forked
 from aclcap.errors import first_line
-from aclcap.meta.guarded import OTHER_FILL
-from aclcap.meta.observe import STEP, ObservedCall, RecordedCall, bind, named_tensors, observe
+from aclcap.meta.guarded import FILL, OTHER_FILL, filled_allocations
+from aclcap.meta.observe import (
+    STEP,
+    ObservedCall,
+    RecordedCall,
+    bind,
+    named_tensors,
+    observe,
+    observed_inputs,
+)
 from aclcap.meta.sample_inputs import SampleInput
 
 # A float difference within rounding (a GPU reduction's atomics reorder its sum) is no
@@ -95,13 +105,14 @@ def observe_twice(op: OpOverload, sample: SampleInput, *, site: str = "",
     """The call recorded (`observe`) from its first run, and what its second run on copies
     of the same inputs gave differently ("" if nothing). Raises what the first run raises;
     a second run that raises is a difference."""
-    with _same_rng(sample):
+    with _same_rng(sample), filled_allocations(FILL):
         first = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
     if first.overrun:  # what lay past the input told nothing: no second run is needed
         return first, f"{OVERRUN} `{first.overrun}`"
     try:
-        second = observe(op, sample.args, sample.kwargs, site=site, phase=phase,
-                         fill=OTHER_FILL)
+        with filled_allocations(OTHER_FILL):
+            second = observe(op, sample.args, sample.kwargs, site=site, phase=phase,
+                             fill=OTHER_FILL)
     except Exception as exc:
         return first, f"the second run raises {first_line(exc)}"
     return first, difference(op, first, second)
@@ -166,20 +177,36 @@ def kernel_finding(faulty: Sequence[FaultyCall], clean: Sequence[ObservedCall],
             f"{left_out_of}")
 
 
-def without_faults(op: OpOverload, samples: Sequence[SampleInput]
+def _twice(op: OpOverload, sample: SampleInput) -> tuple[ObservedCall, str] | None:
+    """observe_twice's call and difference, or None where the kernel rejects the call."""
+    try:
+        run, differs = observe_twice(op, sample)
+    except Exception:  # the kernel rejects it: check_op says so
+        return None
+    return run.call, differs
+
+
+def without_faults(op: OpOverload, samples: Sequence[SampleInput], isolate: bool = False
                    ) -> tuple[list[SampleInput], list[str]]:
     """The samples whose two eager runs agree (and those the kernel rejects: the checks
-    report them), and the kernel finding over the others ([] if none)."""
+    report them), and the kernel finding over the others ([] if none). With `isolate` (the
+    kernel crashed while observed), each call runs twice in a child forked for it, so one
+    that writes past what it owns corrupts no later check in this worker (fbgemm's
+    permute_1D_sparse_data aborted a verification so, where its fake was right), and a
+    crash is a faulty call like two runs that differ."""
     kept, clean, faulty = [], [], []
     for sample in samples:
         try:
-            run, differs = observe_twice(op, sample)
-        except Exception:  # the kernel rejects it: check_op says so
+            got = run_forked(partial(_twice, op, sample)) if isolate else _twice(op, sample)
+        except ChildDied as died:
+            got = observed_inputs(op, sample.args, sample.kwargs), str(died)
+        if got is None:
             kept.append(sample)
             continue
+        call, differs = got
         if differs:
-            faulty.append(FaultyCall(run.call, "", differs))
+            faulty.append(FaultyCall(call, "", differs))
         else:
             kept.append(sample)
-            clean.append(run.call)
+            clean.append(call)
     return kept, [kernel_finding(faulty, clean, "verification")] if faulty else []

@@ -286,7 +286,8 @@ def verify(done: list[Synthesis], ops: list[OpInfo], options: CheckMetaOptions,
         checked = run_checks([o for o in ops if o.qualname in todo],
                              replace(options, libs=[*options.libs, library]), namespaces,
                              on_done, mode="verify", synthesis={
-                                 op: {"keys": s.unseen_keys} for op, s in todo.items()})
+                                 op: {"keys": s.unseen_keys, "isolate": bool(s.crashed)}
+                                 for op, s in todo.items()})
     except UsageError as exc:  # the emitted file itself fails to load: every op fails
         for s in todo.values():
             s.verified[kind] = f"the emitted file fails to load: {exc}"

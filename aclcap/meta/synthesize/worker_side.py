@@ -80,7 +80,8 @@ def _op_events(request: WorkerRequest, harvested: list[RecordedCall],
             else:
                 asked = request.synthesis.get(name, {})
                 samples, faults = without_faults(
-                    op, samples_by_key(op, found, set(asked.get("keys", []))))
+                    op, samples_by_key(op, found, set(asked.get("keys", []))),
+                    isolate=asked.get("isolate", False))
                 checks, skipped = battery(op)
                 outcome = check_op(op, samples, checks)
                 yield Result(name, outcome.status, outcome.findings, outcome.sample_count,
