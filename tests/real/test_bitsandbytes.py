@@ -8,16 +8,11 @@ finding in bnb that the reasons below name and explain."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import ROOT, aclcap, aclcap_process
+from tests.conftest import aclcap
+from tests.real.synth_compare import MODELS, synthesize_and_compare
 
-MODELS = ROOT / "tests" / "real" / "models"
 BNB = "bitsandbytes::"
 # On a CPU with AVX512-BF16, importing bnb asks the Hugging Face Hub for a CPU gemv kernel:
 # offline, every machine runs bnb's own kernels, and no test waits on the network.
@@ -80,19 +75,9 @@ def test_a_contract_check_the_kernel_does_not_make_is_a_warning_not_a_specializa
 
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bnb_synth")
-    metas = out / "bnb_metas.py"
-    run = aclcap_process("check-meta", "--lib", str(MODELS / "bnb_nofake_lib.py"),
-                         "--namespace", "bnb_nofake", "--synthesize", str(metas),
-                         "--json", str(out / "run.json"), **OFFLINE)
-    doc = json.loads((out / "run.json").read_text())
-    done = subprocess.run([sys.executable, str(MODELS / "bnb_fake_compare.py"), str(metas)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**os.environ, **OFFLINE})
-    assert done.returncode == 0, done.stderr[-2000:]
-    synthesis = {r["op"].removeprefix("bnb_nofake::").removesuffix(".default"): r["synthesis"]
-                 for r in doc["results"]}
-    return run, synthesis, json.loads(done.stdout.strip().splitlines()[-1])
+    return synthesize_and_compare(tmp_path_factory.mktemp("bnb_synth"), "bnb_nofake",
+                                  ["--lib", str(MODELS / "bnb_nofake_lib.py")],
+                                  "bnb_fake_compare.py", **OFFLINE)
 
 
 EXACT = ["quantize_blockwise", "dequantize_blockwise", "quantize_4bit", "dequantize_4bit",

@@ -1,30 +1,21 @@
 """Run bnb's maintainers' fakes (`bitsandbytes::op`), the synthesized fakes (`bnb_nofake::op`,
 from the file given) and bnb's real kernels on calls no synthesis sample had: other shapes and
-ranks, blocksizes, quant types, storage and output dtypes, a threshold with outliers. Prints
-one JSON line, {op: {"held_back", "calls": [{"call", "synthesized", "maintainers", "kernel"}]}},
-each output as [shape, dtype] ("u" for a data-dependent dim) or null; a fake the file left
-unregistered is registered here and judged too (`held_back`). Its own process: the
-synthesized fakes are registered for good where they are loaded.
+ranks, blocksizes, quant types, storage and output dtypes, a threshold with outliers
+(fake_compare.py prints the report).
 
 Usage: python bnb_fake_compare.py SYNTHESIZED.py"""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch._library import simple_registry
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
-from torch.utils._pytree import tree_flatten, tree_map_only
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import bnb_nofake_lib  # noqa: E402  (beside this file)
+from fake_compare import Calls, main  # noqa: E402
 
 BNB, CODE = bnb_nofake_lib.BNB, bnb_nofake_lib.CODE
 
@@ -51,7 +42,7 @@ def _outliers(rows: int, cols: int) -> torch.Tensor:
     return x
 
 
-def calls() -> dict[str, list[tuple[str, Callable[[], tuple]]]]:
+def calls() -> Calls:
     """Per op, (what is new, the call's arguments); in-contract calls only (bnb's code
     tables and absmax float32, int8 activations 2-D: the kernel is coherent only there)."""
     return {
@@ -109,54 +100,5 @@ def _gemm_weight(n: int, k: int, blocksize: int, quant_type: str) -> tuple:
     return packed, [n, k], absmax, blocksize, quant_type
 
 
-def _meta(out: object) -> list:
-    leaves, _ = tree_flatten(out)
-    return [None if t is None else
-            [["u" if isinstance(s, torch.SymInt) else int(s) for s in t.shape], str(t.dtype)]
-            for t in leaves]
-
-
-def _fake(op: torch._ops.OpOverload, args: tuple) -> list | str:
-    """The op's fake on fake copies of `args` (data-dependent sizes allowed)."""
-    mode = FakeTensorMode(shape_env=ShapeEnv(allow_dynamic_output_shape_ops=True),
-                          static_shapes=True)
-    try:
-        with mode:
-            return _meta(op(*tree_map_only(torch.Tensor, mode.from_tensor, args)))
-    except Exception as exc:
-        return f"error: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-
-
-def _register_held_back(synthesized: object, name: str) -> bool:
-    """Register the file's fake for `name` where the file left it unregistered (its
-    verification failed): the fake is judged here, its registration in the test. True if
-    it was held back."""
-    qualname = f"{bnb_nofake_lib.NS}::{name}"
-    if simple_registry.singleton.find(qualname).fake_impl.kernel is not None:
-        return False  # registered by the file: verified
-    torch.library.register_fake(qualname, getattr(synthesized, f"_fake_{name}"))
-    return True
-
-
-def main() -> None:
-    spec = importlib.util.spec_from_file_location("bnb_synthesized", sys.argv[1])
-    assert spec is not None and spec.loader is not None
-    synthesized = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(synthesized)
-    torch.manual_seed(0)
-    report: dict[str, dict] = {}
-    for name, made in calls().items():
-        report[name] = {"held_back": _register_held_back(synthesized, name), "calls": []}
-        for what, make in made:
-            args = make()
-            report[name]["calls"].append({
-                "call": what,
-                "synthesized": _fake(getattr(torch.ops.bnb_nofake, name).default, args),
-                "maintainers": _fake(getattr(BNB, name).default, args),
-                "kernel": _meta(getattr(BNB, name).default(*args)),
-            })
-    print(json.dumps(report))
-
-
 if __name__ == "__main__":
-    main()
+    main(bnb_nofake_lib.NS, BNB, calls())
