@@ -89,7 +89,6 @@ def exact_copies(value: Any) -> Any:
     return Guards(banded=False).copies(value)
 
 
-
 @contextlib.contextmanager
 def filled_allocations(byte: int) -> Iterator[None]:
     """Every allocation the kernel makes meanwhile starts filled with `byte` ^ 0xff (glibc's

@@ -450,9 +450,9 @@ def _index_dtype_variations(sample: SampleInput, slots: list) -> Iterator[Variat
              and v.dtype in _OTHER_INDEX_DTYPE]
     if index:
         names = ", ".join(a.name for a, _, _ in index)
-        kinds = {v.dtype for _, _, v in index}
-        change = (f"{_name(kinds.pop())} -> {_name(_OTHER_INDEX_DTYPE[index[0][2].dtype])}"
-                  if len(kinds) == 1 else "int32 <-> int64")
+        first = index[0][2].dtype
+        change = (f"{_name(first)} -> {_name(_OTHER_INDEX_DTYPE[first])}"
+                  if all(v.dtype == first for _, _, v in index) else "int32 <-> int64")
         yield Variation(_replace(sample, {slot: v.to(_OTHER_INDEX_DTYPE[v.dtype])
                                           for _, slot, v in index}), f"{names}: {change}",
                         "dtype")

@@ -14,8 +14,10 @@ data-dependent: an expression of size 3 or less divided (floor or ceil) by a con
 times a term (`(numel + 1) // (2 * itemsize)`), and a sum of up to MAX_MONOMIALS products
 of at most two terms with coefficients in COEFFICIENTS plus a constant in
 [-MAX_OFFSET, MAX_OFFSET] (`numel + E * (block - 1)`), found by a meet in the middle over
-hashed value vectors. torch's own sympy machinery solves guards, not this inverse problem,
-so it is written here."""
+hashed value vectors. Last, packed rows: an expression of size 3 or less, or that times a
+term or a pack factor (`8 // bits`), divided by a term, a constant or a pack factor, plus a
+constant (`-(-C // (8 // bits)) + 4`). torch's own sympy machinery solves guards, not this
+inverse problem, so it is written here."""
 
 from __future__ import annotations
 
@@ -286,6 +288,7 @@ def _product_division(want: np.ndarray, pairs: list[tuple[Expr, np.ndarray]],
     packs = [(BinOp("//", Const(c), e), c // v) for c in PACK_WORDS for e, v in atoms
              if isinstance(e, IntArg) and (v > 0).all() and (v <= c).all()
              and len(set(v.tolist())) > 1]
+    factors = {e for e, _ in packs}
     seen: set[bytes] = set()
     numerators, packed = [], set()  # packed: the products with a pack factor
     for expr, vec in [*atoms, *pairs, *((BinOp("*", e, a), v * av) for e, v in pairs
@@ -295,13 +298,13 @@ def _product_division(want: np.ndarray, pairs: list[tuple[Expr, np.ndarray]],
                 and not isinstance(expr, Const):
             seen.add(key)
             numerators.append((expr, vec))
-            if isinstance(expr, BinOp) and expr.right in dict(packs):
+            if isinstance(expr, BinOp) and expr.right in factors:
                 packed.add(len(numerators) - 1)
     numerators = numerators[:MAX_NUMERATORS]
     divisors = [(BinOp("*", Const(c), e) if c > 1 else e, v * c) for c in SCALES
                 for e, v in atoms if isinstance(e, (IntArg, Dim, ItemSize)) and (v > 0).all()]
     divisors += [(e, v) for e, v in [*atoms, *packs]
-                 if (isinstance(e, Const) and int(v[0]) > 1) or e in dict(packs)]
+                 if (isinstance(e, Const) and int(v[0]) > 1) or e in factors]
     d = np.stack([v for _, v in divisors])[None, :, :]
     for start in range(0, len(numerators), 256):
         chunk = numerators[start:start + 256]
