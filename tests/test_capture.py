@@ -91,6 +91,20 @@ def test_a_size_guard_no_range_can_say_gets_the_artifact_whose_guards_hold(tmp_p
         (s, "pass") for s in (1, 2, 3, 4, 8)]
 
 
+def test_a_loop_over_the_tokens_is_served_size_by_size_and_ends(tmp_path):
+    """A recurrence over the tokens (recurrent_gemma's scan): the program exported at 2
+    reads [1, oo] yet holds at 2 only, so 1 was never covered and capture exported it again
+    and again (33 minutes and no verdict, issue 50). Each size now gets a program its
+    guards hold for, the last one static."""
+    run = aclcap_process("capture", str(MODELS / "token_loop.py"), "--device", "cpu", "--pad",
+                         "--json", "-", timeout=300, ACLCAP_CACHE_DIR=str(tmp_path))
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert [(r["size"], r["status"], r["max_abs_err"]) for r in doc["results"]
+            if not r.get("padded_to")] == [(s, "pass", 0.0) for s in (1, 2, 4)]
+    assert [a["sizes"] for a in doc["backend"]["artifacts"]] == [[1], [2], [4]]
+
+
 def test_fail_on_recompile_exits_1_naming_the_recompile(tiny_fp32):
     run = capture(TINY, "--shapes", "1,2,4", "--device", "cpu", "--fail-on-recompile",
                   ACLCAP_CACHE_DIR=tiny_fp32[2])

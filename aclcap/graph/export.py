@@ -251,14 +251,22 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
                 with contextlib.suppress(Exception):
                     (program, lifted), lo = _export_state(
                         model, example, dims, Dim("tokens", min=1, max=hi)), 1
-            if not (lo <= top and (hi is None or top <= hi)):  # size 1 alone: export static
+            excluded = _failing(model, program, inputs, sizes, lo, hi, lifted)
+            if not (lo <= top and (hi is None or top <= hi)) or top in excluded:
+                # size 1 alone, or a program whose own guards refuse the size it was
+                # exported for (recurrent_gemma's loop over the tokens guards the size
+                # equal to the example's, in a range that says [1, oo]): export static
                 example = inputs(top)
                 (program, lifted), lo, hi = _export_state(model, example, dims, None), top, top
+                excluded = _failing(model, program, inputs, sizes, lo, hi, lifted)
         except Exception as exc:
             raise CaptureError(f"torch.export failed at size {top} even split by size "
                                f"range: {first_line(exc)}") from exc
-        ranges.append(SizeRange(lo, hi, program, lifted, example,
-                                _failing(model, program, inputs, sizes, lo, hi, lifted)))
+        if top in excluded:  # never again: each turn must serve the largest size left
+            raise CaptureError(f"torch.export's program for size {top} fails its own guards "
+                               f"at size {top} on a fresh draw: the step's shapes follow its "
+                               "values")
+        ranges.append(SizeRange(lo, hi, program, lifted, example, excluded))
         left = [s for s in left if not ranges[-1].covers(s)]
     return ranges[::-1]
 
