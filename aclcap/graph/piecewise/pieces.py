@@ -130,8 +130,10 @@ class GraphPiece(torch.nn.Module):
         graph = self.graphs.get(key)
         if graph is None:
             if self.capturing is None:
+                shapes = [list(a.shape) for a in tensors]
+                more = f" and {len(shapes) - 3} more" if len(shapes) > 3 else ""
                 raise CaptureError(f"piecewise: piece {self.piece.index} has no graph for "
-                                   f"input shapes {[list(a.shape) for a in tensors]}")
+                                   f"input shapes {str(shapes[:3])[1:-1]}{more}")
             graph = self._capture(args)
             self.graphs[key] = self.by_size[self.capturing] = graph
             return self._outputs(graph)
