@@ -5,6 +5,8 @@ module next to it, the weights, the sizes or --no-cache traces again."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +139,21 @@ def test_two_model_files_in_one_folder_keep_their_own_traces(tmp_path):
                    ACLCAP_CACHE_DIR=str(cache))
     assert reads.code == 1 and reads.json()["trace_cache"] is None
     assert reads.json()["trace"]["graph_breaks"], reads.stdout
+
+
+def test_what_capture_caches_is_keyed_on_aclcap_s_own_sources(tmp_path, monkeypatch):
+    """aclcap's version stayed 0.1.0 while the size ranges an export is split into changed:
+    a warm mamba capture replayed an older run's range at a size its guards refuse. The
+    keys now hold a hash of the package's sources, so an edit of any of them is a miss."""
+    from aclcap import _version
+
+    package = Path(_version.__file__).parent
+    copy = tmp_path / "aclcap"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(_version, "__file__", str(copy / "_version.py"))
+    before = _version.code_fingerprint.__wrapped__()
+    assert before.startswith(_version.VERSION + "+") and \
+        before == _version.code_fingerprint.__wrapped__()
+    (copy / "graph" / "export.py").write_text((copy / "graph" / "export.py").read_text()
+                                              + "\n# an edit\n")
+    assert _version.code_fingerprint.__wrapped__() != before

@@ -61,7 +61,7 @@ def capture_key(step: StepContext, options: CaptureOptions, sizes: list[int]
         return None
     state = [f"{name}:{list(t.shape)}:{t.dtype}:{tensor_digest(t)}" for name, t in
              [*step.model.named_parameters(), *step.model.named_buffers()]]
-    parts = [CACHE_VERSION, _version.VERSION, torch.__version__,
+    parts = [CACHE_VERSION, _version.code_fingerprint(), torch.__version__,
              torch.backends.cpu.get_cpu_capability(), step.spec.path.resolve().name,
              *_folder_sources(step.spec.path),
              library_fingerprint(step.spec), repr(sorted(sizes)), step.dtype_name,

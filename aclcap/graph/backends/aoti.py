@@ -69,12 +69,12 @@ def library_fingerprint(spec: ModelSpec) -> str:
 
 
 def _toolchain(factors: dict[str, Any]) -> list[str]:
-    """What both cache keys hash beside the step itself: the torch and aclcap versions, the
-    CPU's vector ISA (an artifact compiled for AVX512 is not loaded on an AVX2 machine
-    sharing the cache: see `load_artifact`) and the options' `cache_factors()`
-    (StepOptions.CACHE_IGNORED says why the others stay out)."""
-    return [torch.__version__, _version.VERSION, torch.backends.cpu.get_cpu_capability(),
-            repr(sorted(factors.items()))]
+    """What both cache keys hash beside the step itself: torch's version, aclcap's with its
+    sources (`code_fingerprint`), the CPU's vector ISA (an artifact compiled for AVX512 is
+    not loaded on an AVX2 machine sharing the cache: see `load_artifact`) and the options'
+    `cache_factors()` (StepOptions.CACHE_IGNORED says why the others stay out)."""
+    return [torch.__version__, _version.code_fingerprint(),
+            torch.backends.cpu.get_cpu_capability(), repr(sorted(factors.items()))]
 
 
 def _environment(spec: ModelSpec, factors: dict[str, Any]) -> list[str]:
