@@ -357,3 +357,14 @@ def test_a_split_op_the_traced_graph_never_calls_is_bad_input_naming_what_it_cal
     said = " ".join(run.stderr.split())
     assert "--split-ops aten::scaled_dot_product_attention: the traced step calls no such op" \
         in said and "its graphs call pwf::attend, pwf::scale" in said
+
+
+def test_a_step_that_pins_its_size_replays_on_copies_of_view_inputs():
+    """A loop over the tokens keeps every Dynamo guard, and one reads its positions' base
+    (`arange(...).unsqueeze(0)` is a view); every replay passes copies, which have no base,
+    so size 2 compiled again at replay on pieces that never captured (recurrent_gemma:
+    "piece 0 has no graph for input shapes ..."). Pieces now capture on copies too."""
+    run = capture(str(MODELS / "token_loop.py"), "--graph-mode", "piecewise", "--pad")
+    assert run.code == 0, run.stderr
+    assert [(r["size"], r["status"]) for r in run.json()["results"]] == [
+        (1, "pass"), (2, "pass"), (3, "pass"), (4, "pass")]

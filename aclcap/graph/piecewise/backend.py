@@ -31,6 +31,7 @@ from aclcap._compat import (
     op_names,
     reset_dynamo,
 )
+from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, UsageError, first_line
 from aclcap.graph.backends.aoti import AotiBackend
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
@@ -407,7 +408,11 @@ class PiecewiseAotiBackend:
         if on_size:
             on_size(size)
         assert self._step is not None
-        static = self._step.mark(self._step.inputs(size), size)
+        # Copies, as every replay passes: Dynamo guards a view input through its base
+        # (`position_ids._base.size()[0]` for an `arange(...).unsqueeze(0)`), which a copy
+        # lacks, so a step that keeps its guards compiled again at replay, on pieces that
+        # never captured (recurrent_gemma: "piece 0 has no graph").
+        static = self._step.mark(clone_tensors(self._step.inputs(size)), size)
         self._capturing = size
         for piece in self.pieces:
             piece.capturing = size
