@@ -253,11 +253,17 @@ def _search(target: Sequence[int], available: Sequence[Term]) -> Expr | None:
         _product_division(want, levels.get(3, []), levels[1])
 
 
+def _scaled_terms(atoms: list[tuple[Expr, np.ndarray]]) -> list[tuple[Expr, np.ndarray]]:
+    """`c * t` for c in SCALES and t an int argument, a dim or an itemsize positive in every
+    call: the divisors both division forms try."""
+    return [(BinOp("*", Const(c), e) if c > 1 else e, v * c) for c in SCALES
+            for e, v in atoms if isinstance(e, (IntArg, Dim, ItemSize)) and (v > 0).all()]
+
+
 def _scaled_division(want: np.ndarray, numerators: list[tuple[Expr, np.ndarray]],
                      atoms: list[tuple[Expr, np.ndarray]]) -> Expr | None:
     """`n // (c * t)` or its ceil, n of size 3 at most, t a term, c in SCALES."""
-    divisors = [(BinOp("*", Const(c), e) if c > 1 else e, v * c) for c in SCALES
-                for e, v in atoms if isinstance(e, (IntArg, Dim, ItemSize)) and (v > 0).all()]
+    divisors = _scaled_terms(atoms)
     if not divisors or not numerators:
         return None
     d = np.stack([v for _, v in divisors])[None, :, :]
@@ -301,10 +307,9 @@ def _product_division(want: np.ndarray, pairs: list[tuple[Expr, np.ndarray]],
             if isinstance(expr, BinOp) and expr.right in factors:
                 packed.add(len(numerators) - 1)
     numerators = numerators[:MAX_NUMERATORS]
-    divisors = [(BinOp("*", Const(c), e) if c > 1 else e, v * c) for c in SCALES
-                for e, v in atoms if isinstance(e, (IntArg, Dim, ItemSize)) and (v > 0).all()]
-    divisors += [(e, v) for e, v in [*atoms, *packs]
-                 if (isinstance(e, Const) and int(v[0]) > 1) or e in factors]
+    divisors = _scaled_terms(atoms) + [(e, v) for e, v in [*atoms, *packs]
+                                       if (isinstance(e, Const) and int(v[0]) > 1)
+                                       or e in factors]
     d = np.stack([v for _, v in divisors])[None, :, :]
     for start in range(0, len(numerators), 256):
         chunk = numerators[start:start + 256]
