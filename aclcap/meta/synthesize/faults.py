@@ -21,6 +21,7 @@ import torch
 from aclcap._compat import OpOverload, tree_flatten
 from aclcap._isolated import ChildDied, run_forked
 from aclcap.errors import first_line
+from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.guarded import FILL, OTHER_FILL, filled_allocations
 from aclcap.meta.observe import (
     STEP,
@@ -177,13 +178,18 @@ def kernel_finding(faulty: Sequence[FaultyCall], clean: Sequence[ObservedCall],
             f"{left_out_of}")
 
 
-def _twice(op: OpOverload, sample: SampleInput) -> tuple[ObservedCall, str] | None:
-    """observe_twice's call and difference, or None where the kernel rejects the call."""
+def one_call(op: OpOverload, sample: SampleInput, site: str = "", phase: str = STEP,
+             diff_meta: bool = False) -> dict:
+    """One call run twice (observe_twice) as plain data, which crosses from a forked child:
+    {"rejected": why}, or the call, what its two runs differed in, and with `diff_meta` the
+    existing meta's disagreements with the kernel (else None)."""
     try:
-        run, differs = observe_twice(op, sample)
-    except Exception:  # the kernel rejects it: check_op says so
-        return None
-    return run.call, differs
+        recorded, differs = observe_twice(op, sample, site=site, phase=phase)
+    except Exception as exc:
+        return {"rejected": first_line(exc)}
+    mismatches = fake_mismatches(op, sample.args, sample.kwargs, recorded.outputs) \
+        if diff_meta and not differs else None
+    return {"call": recorded.call.to_dict(), "differs": differs, "mismatches": mismatches}
 
 
 def without_faults(op: OpOverload, samples: Sequence[SampleInput], isolate: bool = False
@@ -197,13 +203,14 @@ def without_faults(op: OpOverload, samples: Sequence[SampleInput], isolate: bool
     kept, clean, faulty = [], [], []
     for sample in samples:
         try:
-            got = run_forked(partial(_twice, op, sample)) if isolate else _twice(op, sample)
+            got = run_forked(partial(one_call, op, sample)) if isolate else one_call(op, sample)
         except ChildDied as died:
-            got = observed_inputs(op, sample.args, sample.kwargs), str(died)
-        if got is None:
+            got = {"call": observed_inputs(op, sample.args, sample.kwargs).to_dict(),
+                   "differs": str(died)}
+        if "rejected" in got:  # the kernel rejects it: check_op says so
             kept.append(sample)
             continue
-        call, differs = got
+        call, differs = ObservedCall.from_dict(got["call"]), got["differs"]
         if differs:
             faulty.append(FaultyCall(call, "", differs))
         else:

@@ -17,8 +17,6 @@ import torch
 
 from aclcap._compat import OpOverload
 from aclcap._isolated import ChildDied, run_forked
-from aclcap.errors import first_line
-from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.messages import CALL_STEP, is_call_step
 from aclcap.meta.observe import (
     DECLARED,
@@ -28,7 +26,7 @@ from aclcap.meta.observe import (
     observed_inputs,
 )
 from aclcap.meta.sample_inputs import SampleInput, samples_for, seed_all
-from aclcap.meta.synthesize.faults import FaultyCall, kernel_finding, observe_twice
+from aclcap.meta.synthesize.faults import FaultyCall, kernel_finding, one_call
 from aclcap.meta.variations import SAME_SIZES, TIED, variations
 
 MAX_CALLS = 300  # per op: ~3 samples with their variations
@@ -159,7 +157,7 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
         seen.tried += 1
         if announce is not None:
             announce(call_step(index, what))
-        one = partial(_one_call, op, sample, site, phase,
+        one = partial(one_call, op, sample, site, phase,
                       diff_meta and len(seen.meta_diffs) < 3)
         try:
             made = run_forked(one) if isolate else one()
@@ -181,20 +179,6 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
                 if line not in seen.meta_diffs:  # the same call over dtypes says it once
                     seen.meta_diffs.append(line)
     return seen
-
-
-def _one_call(op: OpOverload, sample: SampleInput, site: str, phase: str, diff_meta: bool
-              ) -> dict:
-    """One candidate call run twice (observe_twice) as plain data, which crosses from a
-    forked child: {"rejected": why}, or the call, what its two runs differed in, and with
-    `diff_meta` the existing meta's disagreements with the kernel (else None)."""
-    try:
-        recorded, differs = observe_twice(op, sample, site=site, phase=phase)
-    except Exception as exc:
-        return {"rejected": first_line(exc)}
-    mismatches = fake_mismatches(op, sample.args, sample.kwargs, recorded.outputs) \
-        if diff_meta and not differs else None
-    return {"call": recorded.call.to_dict(), "differs": differs, "mismatches": mismatches}
 
 
 def samples_by_key(op: OpOverload, samples: Sequence[Source], keys: set[str]
