@@ -7,12 +7,24 @@ variation never reached the kernel."""
 
 from __future__ import annotations
 
+import ctypes
+from functools import partial
+
+import pytest
 import torch
 
+from aclcap._isolated import ChildDied, run_forked
+from aclcap.meta.fence import fenced
 from aclcap.meta.guarded import Guards
 from aclcap.meta.observe import observe
 from aclcap.meta.sample_inputs import SampleInput
-from aclcap.meta.synthesize.faults import OVERRUN, FaultyCall, kernel_finding, observe_twice
+from aclcap.meta.synthesize.faults import (
+    ALLOCATED,
+    OVERRUN,
+    FaultyCall,
+    kernel_finding,
+    observe_twice,
+)
 
 _lib = torch.library.Library("guardtest", "DEF")
 _lib.define("past_end(Tensor x, int n) -> Tensor")
@@ -115,3 +127,52 @@ def test_an_output_left_unwritten_differs_between_the_two_runs_every_time():
     op = torch.ops.guardtest.half_written.default
     differs = [observe_twice(op, SampleInput((torch.zeros(64 + i),)))[1] for i in range(20)]
     assert differs == ["output 0's values differ"] * 20
+
+
+_lib.define("past_own_end(Tensor x, int n) -> Tensor")
+
+
+def _past_own_end(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Writes `n` elements past the end of the output it allocated, as fbgemm's
+    permute_1D_sparse_data does given lengths beyond its permuted_lengths_sum."""
+    out = x.clone()
+    if n:
+        ctypes.memset(out.data_ptr() + out.nbytes, 0, n * out.element_size())
+    return out
+
+
+_lib.impl("past_own_end", _past_own_end, "CPU")
+
+
+def test_a_write_just_past_an_allocated_outputs_end_is_named_in_every_run():
+    """Into the alignment's slack: the fence finds it when it goes off. On glibc's heap such
+    a write corrupted what lay next, and the worker crashed later, or not, as the heap's
+    layout fell (fbgemm's permute: 3 runs of 4)."""
+    op = torch.ops.guardtest.past_own_end.default
+    assert observe_twice(op, SampleInput((torch.randn(5), 0), {}))[1] == ""
+    for _ in range(3):
+        assert observe_twice(op, SampleInput((torch.randn(5), 3), {}))[1] == \
+            f"{OVERRUN} {ALLOCATED}"
+
+
+def test_a_write_further_past_faults_at_once():
+    """A block of a whole page ends against an inaccessible one: the write itself faults,
+    in a child forked for the call, as synthesis isolates a kernel that crashed."""
+    op = torch.ops.guardtest.past_own_end.default
+    assert run_forked(partial(observe_twice, op, SampleInput((torch.randn(1024), 0), {}))
+                      )[1] == ""
+    with pytest.raises(ChildDied, match="SIGSEGV"):
+        run_forked(partial(observe_twice, op, SampleInput((torch.randn(1024), 1), {})))
+
+
+def test_blocks_are_aligned_filled_and_torchs_allocator_is_back_once_the_fence_is_off():
+    with fenced(0x3C) as fence:
+        inside = torch.empty(3, dtype=torch.uint8)
+        # oneDNN's raw_allocate wants a block's context to be its data (an internal assert)
+        conv = torch.nn.functional.conv1d(torch.randn(2, 3, 16), torch.randn(4, 3, 3))
+    assert fence.on and not fence.overran and conv.shape == (2, 4, 14)
+    assert inside.data_ptr() % 64 == 0 and inside.tolist() == [0x3C] * 3
+    del inside  # freed after the fence is off: its own deleter still unmaps it
+    with fenced(0) as again:  # goes on only over torch's own allocator
+        pass
+    assert again.on and not again.overran

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from aclcap._compat import tree_map_only
+from aclcap.meta.fence import Fence, fenced
 
 FILL, OTHER_FILL = 0xA5, 0x5A  # a second run's band differs: a read past the end shows
 _M_PERTURB = -6  # glibc's mallopt parameter: fill allocations with a byte's complement
@@ -90,22 +91,25 @@ def exact_copies(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def filled_allocations(byte: int) -> Iterator[None]:
+def filled_allocations(byte: int) -> Iterator[Fence]:
     """Every allocation the kernel makes meanwhile starts filled with `byte` ^ 0xff (glibc's
     M_PERTURB; where the C library has no mallopt, nothing changes): an output the kernel
     leaves partly unwritten then reads another byte in each of two runs. Leftovers of freed
     memory told it apart only by chance, and two runs that reused one block read the same
     (fbgemm's expand_into_jagged_permute, asked for more entries than its offsets hold,
     passed as clean in one run of a command and left garbage in its compiled copy in the
-    next). Python's own objects lie in pymalloc's arenas, untouched."""
+    next). Python's own objects lie in pymalloc's arenas, untouched. torch's own allocations
+    are fenced besides (fence.py), filled with the same byte: one written past faults
+    there, in every run, and one written just past (within its alignment) is told once the
+    body ends (the Fence it yields)."""
     mallopt = getattr(_libc(), "mallopt", None)
-    if mallopt is None or not mallopt(_M_PERTURB, byte):
-        yield
-        return
+    perturbed = mallopt is not None and mallopt(_M_PERTURB, byte)
     try:
-        yield
+        with fenced(byte ^ 0xFF) as fence:
+            yield fence
     finally:
-        mallopt(_M_PERTURB, 0)
+        if perturbed:
+            mallopt(_M_PERTURB, 0)
 
 
 @functools.cache

@@ -40,6 +40,7 @@ _ROUNDING = {torch.float32: 1e-5, torch.float64: 1e-5}
 _HALF_ROUNDING = 2e-2
 MAX_NAMED = 3  # calls a finding names where no dtype tells them from the clean ones
 OVERRUN = "it writes past the end of"  # guarded.py caught it
+ALLOCATED = "memory it allocated (an output or a buffer)"  # the fence (fence.py) did
 
 
 @dataclass(frozen=True)
@@ -106,17 +107,19 @@ def observe_twice(op: OpOverload, sample: SampleInput, *, site: str = "",
     """The call recorded (`observe`) from its first run, and what its second run on copies
     of the same inputs gave differently ("" if nothing). Raises what the first run raises;
     a second run that raises is a difference."""
-    with _same_rng(sample), filled_allocations(FILL):
+    with _same_rng(sample), filled_allocations(FILL) as fence:
         first = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
     if first.overrun:  # what lay past the input told nothing: no second run is needed
         return first, f"{OVERRUN} `{first.overrun}`"
+    if fence.overran:
+        return first, f"{OVERRUN} {ALLOCATED}"
     try:
-        with filled_allocations(OTHER_FILL):
+        with filled_allocations(OTHER_FILL) as fence:
             second = observe(op, sample.args, sample.kwargs, site=site, phase=phase,
                              fill=OTHER_FILL)
     except Exception as exc:
         return first, f"the second run raises {first_line(exc)}"
-    return first, difference(op, first, second)
+    return first, f"{OVERRUN} {ALLOCATED}" if fence.overran else difference(op, first, second)
 
 
 def _dtypes(calls: Sequence[ObservedCall], name: str) -> list[str]:
@@ -168,7 +171,10 @@ def kernel_finding(faulty: Sequence[FaultyCall], clean: Sequence[ObservedCall],
                    left_out_of: str) -> str:
     """The one line a report prints for an op's faulty calls: the first call's kind of
     fault leads (an overrun, or two runs that differ)."""
-    if faulty[0].differs.startswith(OVERRUN):
+    if faulty[0].differs.startswith(f"{OVERRUN} {ALLOCATED}"):
+        what, why = f"the kernel writes past the end of {ALLOCATED}", \
+            "writes memory it does not own"
+    elif faulty[0].differs.startswith(OVERRUN):
         what, why = "the kernel writes past the end of an input", "writes memory it does not own"
     else:
         what, why = "two eager runs on the same inputs differ", \
