@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 # torch wraps the error that says what went wrong (BackendCompilerFailed holds it in
 # `inner_exception`, TorchRuntimeError in `__cause__`): only these modules' wrappers are
@@ -20,6 +21,7 @@ _NOT_A_FIX = re.compile(r"file an issue|report (a|this) bug|TORCHDYNAMO_VERBOSE|
                         re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 LIMIT = 320
+_PACKAGE = Path(__file__).resolve().parent
 DEBUG_ENV = "ACLCAP_DEBUG"  # set by --debug, so that worker processes see it too
 
 
@@ -41,6 +43,18 @@ def innermost(exc: BaseException) -> BaseException:
         seen.add(id(inner))
         exc = inner
     return exc
+
+
+def raised_in_aclcap(exc: BaseException) -> bool:
+    """Whether the innermost frame that raised `exc` is aclcap's own code: an aclcap bug
+    (exit 3), where one raised in torch, a model library or generated code is the step's."""
+    exc = innermost(exc)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE)
 
 
 def first_text_line(text: str) -> str:
@@ -69,7 +83,11 @@ def cut_middle(text: str, limit: int = LIMIT) -> str:
 _BOILERPLATE = re.compile(
     r"[ \t]*(?:Please file an issue on github\.?|(?:This (?:is likely|may be) a bug[^.]*?\. *)?"
     r"[^.\n]*please report a bug to PyTorch\.?|For more information, run with "
-    r"TORCH_LOGS=\S+?\.)", re.IGNORECASE)
+    r"TORCH_LOGS=\S+?\.|"
+    # Inductor's check of a graph input's size: no custom op's fake is involved
+    r"\s*Error in op: input\s+This error most often comes from a incorrect fake \(aka meta\) "
+    r"kernel for a custom op\.\s+Use torch\.library\.opcheck to test your custom op\.\s+"
+    r"See \S+)", re.IGNORECASE)
 
 
 def summary(text: str, limit: int = LIMIT) -> str:

@@ -275,3 +275,13 @@ def test_a_constant_temperature_beside_a_view_passes_with_its_constant_noted(mod
     doc = run.json()
     assert {f["arg"]: (f["captured"], f["source"]) for f in doc["frozen_values"]} == {
         "other": (0.8, "input temperature")}
+
+
+def test_a_read_every_layer_makes_at_one_line_is_printed_once_with_its_count():
+    """jetmoe printed its experts' `.tolist()` once per layer and size, the same line 4 times."""
+    run = aclcap("capture", str(MODELS / "host_read_layers.py"), "--shapes", "2")
+    assert run.code == 1
+    text = " ".join(run.stdout.split())
+    assert text.count("reads tensor data on the host (tolist()) at host_read_layers.py:9 "
+                      "(`sizes = lengths.tolist()`) (2 times a step): the traced step breaks "
+                      "there") == 1, run.stdout

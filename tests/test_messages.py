@@ -255,3 +255,17 @@ def test_torchs_boilerplate_is_cut_from_a_reason():
                    "For more information, run with TORCH_LOGS=\"+dynamic\".")
     assert said == "Dynamo failed to run FX node with fake tensors: call_function foo."
     assert summary("x failed. Please file an issue on github.") == "x failed."
+
+
+
+def test_an_error_raised_in_aclcap_is_told_from_one_raised_in_torch_or_a_model():
+    """Piecewise turns the step's own failures into failed rows; aclcap's own stay exit 3."""
+    import torch
+
+    from aclcap.errors import cut_middle, raised_in_aclcap
+
+    with pytest.raises(RuntimeError) as torchs:
+        torch.ones(2) + torch.ones(3)
+    with pytest.raises(TypeError) as aclcaps:
+        cut_middle(None, 10)  # type: ignore[arg-type]
+    assert not raised_in_aclcap(torchs.value) and raised_in_aclcap(aclcaps.value)

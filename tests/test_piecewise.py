@@ -368,3 +368,31 @@ def test_a_step_that_pins_its_size_replays_on_copies_of_view_inputs():
     assert run.code == 0, run.stderr
     assert [(r["size"], r["status"]) for r in run.json()["results"]] == [
         (1, "pass"), (2, "pass"), (3, "pass"), (4, "pass")]
+
+
+def test_a_step_dynamo_gives_up_whole_fails_naming_the_op_not_passes_with_no_graph():
+    """A MoE expert loop's `nonzero` breaks the graph inside a loop: Dynamo gives the whole
+    frame up and runs it eagerly. Piecewise then passed every size with no graph at all."""
+    run = capture(str(MODELS / "moe_expert_loop.py"), "--shapes", "1,2", "--graph-mode",
+                  "piecewise")
+    assert run.code == 1, run.stdout + run.stderr
+    rows = run.json()["results"]
+    assert [r["status"] for r in rows] == ["fail", "fail"]
+    assert rows[0]["reasons"][0].startswith("torch.compile cannot trace the step: Dynamo gave "
+                                            "up the whole step and runs it eagerly, no graph "
+                                            "at all"), rows[0]["reasons"]
+    assert "aten::nonzero at moe_expert_loop.py:19" in rows[0]["reasons"][-1]
+
+
+def test_a_break_on_tensor_values_is_the_cause_of_a_piecewise_failure_after_it():
+    """qwen2_moe and dbrx break on their experts' `nonzero` and exited 3 in piecewise; their
+    rows now fail, and say where the step broke on tensor values."""
+    from aclcap.capture.run import DATA_BREAK, _data_breaks
+    from aclcap.capture.trace_report import GraphBreak, TraceReport
+
+    trace = TraceReport(graph_count=2, graph_breaks=[
+        GraphBreak("Dynamic shape operator", "/m/modeling_dbrx.py", 293),
+        GraphBreak("Unsupported Tensor.item() call", "/m/step.py", 9)])
+    assert _data_breaks(trace) == [f"{DATA_BREAK} at modeling_dbrx.py:293 (Dynamic shape "
+                                   "operator): what follows changes with the data, and a "
+                                   "graph replays what it captured"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aclcap.capture import trace_cache
@@ -329,13 +330,17 @@ def _capture_step(step: StepContext, options: CaptureOptions,
     if failure is not None:
         from aclcap.capture.trace import located
 
-        report.rows = failed_rows(sizes, mechanism,
-                                  _sourced([located(failure, step.spec.path)], host))
+        reasons = [located(failure, step.spec.path), *_data_breaks(trace)]
+        report.rows = failed_rows(sizes, mechanism, _sourced(reasons, host))
         return report
     by_size = report.captured = {c.size: c for c in captured}
     for size in sizes:
         advance(f"replaying size {size} and comparing with eager")
-        report.rows.append(_replay_row(step, by_size[size], mechanism, host))
+        try:
+            report.rows.append(_replay_row(step, by_size[size], mechanism, host))
+        except CaptureError as exc:  # a fresh draw the captured graphs cannot serve
+            report.rows += failed_rows([size], mechanism, _sourced(
+                [f"replay: {exc}", *_data_breaks(trace)], host))
     report.host_constants = host.constants() if host else {}
     report.draw_state = state_names(captured[0].static_inputs)
     report.state_readers = state_readers(trace.custom_ops_in_graph,
@@ -361,11 +366,26 @@ def _sourced(reasons: list[str], host: HostValues | None) -> list[str]:
     """The reasons, and where a data-dependent size among them came from: the ops of the
     eager step whose output size follows their input's values, with their lines (a MoE
     expert loop's `nonzero`; torch names only the symbol, `Eq(u0, 0)`)."""
-    if host is None or not host.sized or not any(map(data_dependent, reasons)):
+    if host is None or not host.sized or not any(
+            data_dependent(r) or r.startswith(DATA_BREAK) for r in reasons):
         return reasons
     more = f", and {len(host.sized) - 3} more" if len(host.sized) > 3 else ""
     return [*reasons, "the data-dependent size comes from an op whose output size follows "
             f"its input's values: {'; '.join(s.text() for s in host.sized[:3])}{more}"]
+
+
+DATA_BREAK = "the step breaks its graph on tensor values"
+
+
+def _data_breaks(trace: TraceReport) -> list[str]:
+    """Where the traced step broke its graph on tensor values (`nonzero`, `.tolist()`): a
+    capture that fails after such a break (piecewise runs the code between the graphs) fails
+    because of it, and the row says so."""
+    breaks = {f"{DATA_BREAK} at {Path(b.file).name}:{b.line} "
+              f"({b.reason}): what follows changes with the data, and a graph replays what "
+              "it captured": None for b in trace.graph_breaks
+              if data_dependent(b.reason) or "Dynamic shape operator" in b.reason}
+    return list(breaks)
 
 
 def _eager_ops(step: StepContext, options: CaptureOptions) -> frozenset[str]:

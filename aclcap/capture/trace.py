@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from aclcap._compat import OpOverload, OpOverloadPacket, op_names
+from aclcap._compat import OpOverload, OpOverloadPacket, dynamo_counters, op_names
 from aclcap._tensors import clone_tensors
 from aclcap.capture.trace_report import NO_META, GraphBreak, TraceReport, data_dependent
 from aclcap.draw_state import restore
@@ -167,6 +167,20 @@ def _tracing_failure(exc: Exception, model_file: Path | None) -> dict[str, Any]:
             "frames": frames, "model": str(model_file) if model_file else None}
 
 
+def _skipped_frame(reason: str, model_file: Path | None) -> dict[str, Any]:
+    """The failure of a step Dynamo gave up whole (a graph break inside a loop, which it
+    cannot resume: a MoE expert loop's `nonzero`): no graph at all, the step runs eagerly,
+    and piecewise capture passed with nothing captured."""
+    what = first_text_line(reason)
+    if what == "Dynamic shape operator":
+        what += " (a data-dependent output size)"
+    return {"op": None, "file": str(model_file) if model_file else "", "line": 0,
+            "reason": f"Dynamo gave up the whole step and runs it eagerly, no graph at all "
+                      f"(a graph break inside a loop, which it cannot resume): {what}",
+            "frames": [], "model": str(model_file) if model_file else None,
+            "data_dependent": data_dependent(what)}
+
+
 def _restored(inputs_by_size: dict[int, tuple], order: list[int]
               ) -> Iterator[tuple[int, tuple]]:
     """(size, a copy of its draw), each draw's forward context put back as it is reached."""
@@ -197,6 +211,7 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
     # out of bounds: only a log whose backend runs the graphs as eager does is filled here,
     # before the fakes are judged; another one is filled by the capture, after.
     order, logged = sorted(inputs_by_size, reverse=True), log is not None and log.runs_eagerly
+    given_up = dict(dynamo_counters()["unimplemented"])  # what Dynamo could not trace, so far
     if not logged:
         log, order = CompileLog("eager", model_file), order[:1]
     pinned = None
@@ -221,6 +236,10 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
         return _untraced(recorder.seen, _tracing_failure(exc, model_file),
                          log.compiles if logged else [])
     graphs = [graph.module for graph in log.graphs[0]] if log.graphs else []
+    if not graphs and (skipped := [r for r, n in dynamo_counters()["unimplemented"].items()
+                                   if n > given_up.get(r, 0)]):
+        return _untraced(recorder.seen, _skipped_frame(skipped[0], model_file),
+                         log.compiles if logged else [])
     ops_per_graph = [[n.target for n in gm.graph.nodes if n.op == "call_function"]
                      for gm in graphs]  # as explain counts them
     breaks: dict[tuple, GraphBreak] = {}

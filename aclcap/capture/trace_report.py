@@ -70,7 +70,8 @@ class TraceReport:
         e = self.error
         op = f"{e['op']} " if e["op"] else ""
         where = f" at {Path(e['file']).name}:{e['line']}" if e["line"] else ""
-        text = f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}"
+        text = f"torch.compile cannot trace the step: {op}fails{where}: {e['reason']}" \
+            if op or where else f"torch.compile cannot trace the step: {e['reason']}"
         if not e["op"]:  # no op to blame: nothing for check-meta to check
             return text
         model = _as_typed(e["model"]) if e.get("model") else "MODEL.py"

@@ -3,6 +3,7 @@ totals, the trace, the cross-rank checks."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -171,14 +172,16 @@ def host_value_lines(result: CaptureReport) -> list[str]:
     for name, value in result.host_constants.items():
         lines.append(f"  input {name} = {show(value)} is the same in every draw: frozen into "
                      "the graph, safe only while callers keep it constant")
+    reads: Counter[str] = Counter()  # one line a read, however many layers make it
     for read in result.host_reads:
         made = read.get("made_at") or read
         where = f" at {Path(made['file']).name}:{made['line']} (`{made['code']}`)" \
             if made["file"] else ""
         if read["file"] and (read["file"], read["line"]) != (made["file"], made["line"]):
             where += f", through {Path(read['file']).name}:{read['line']}"
-        lines.append(f"  reads tensor data on the host ({read['what']}){where}: the traced "
-                     "step breaks there; the value cannot live in a graph")
+        reads[f"  reads tensor data on the host ({read['what']}){where}"] += 1
+    lines += [f"{text}{f' ({n} times a step)' if n > 1 else ''}: the traced step breaks "
+              "there; the value cannot live in a graph" for text, n in reads.items()]
     return lines
 
 

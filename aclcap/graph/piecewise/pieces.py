@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from aclcap._compat import TorchDispatchMode
-from aclcap.errors import CaptureError, first_line
+from aclcap.errors import CaptureError, cut_middle, first_line
 from aclcap.graph.piecewise.layout import expected_strides, in_layout
 from aclcap.graph.piecewise.split import Piece, node_site, splits_on
 
@@ -57,6 +57,7 @@ class PieceGraph:
     capture_us: float = 0.0
     memory_bytes: int = 0
     compiled: CompiledPiece | None = None  # what replays it (the piece's, or its size's own)
+    host: tuple = ()  # the plain host values (ints, floats, their lists) it was captured with
 
 
 class _SplitOpsSeen(TorchDispatchMode):
@@ -137,6 +138,15 @@ class GraphPiece(torch.nn.Module):
             graph = self._capture(args)
             self.graphs[key] = self.by_size[self.capturing] = graph
             return self._outputs(graph)
+        if self.capturing is not None and (host := _plain_host_values(args)) != graph.host:
+            # Called twice in the step being captured, one graph a size: a device graph
+            # replays the values it captured (jetmoe's experts take their token counts, read
+            # with .tolist(), once in each layer). A later step's values are the host-value
+            # analysis's to judge (frozen, stale or not).
+            raise CaptureError(f"piecewise: graph piece {self.piece.index} is called at one "
+                               f"size with other host values than it was captured with "
+                               f"({_shown(graph.host)}, then {_shown(host)}): a graph "
+                               "replays the values it captured")
         return self._outputs(self._replay(graph, tensors))
 
     def _inputs(self, tensors: list[torch.Tensor]) -> list:
@@ -180,7 +190,8 @@ class GraphPiece(torch.nn.Module):
         capture_us = (time.perf_counter() - t0) * 1e6
         mutated = [i for i, (a, b) in enumerate(zip(before, statics, strict=True))
                    if not torch.equal(a, b)]
-        graph = PieceGraph(statics, outputs, mutated, capture_us, compiled=self.compiled)
+        graph = PieceGraph(statics, outputs, mutated, capture_us, compiled=self.compiled,
+                           host=_plain_host_values(self.args))
         for i in mutated:
             if args[i].data_ptr() != statics[i].data_ptr():
                 args[i].copy_(statics[i])
@@ -194,8 +205,14 @@ class GraphPiece(torch.nn.Module):
             if self.refresh(source, arg, static):
                 static.copy_(arg)
         assert graph.compiled is not None  # set by the capture that made `graph`
-        for static_out, out in zip(graph.outputs, graph.compiled.run(self._inputs(graph.inputs)),
-                                   strict=True):
+        inputs = self._inputs(graph.inputs)
+        try:
+            outs = graph.compiled.run(inputs)
+        except Exception as exc:  # e.g. host ints the inputs' sizes follow, read from data
+            raise CaptureError(f"piecewise: graph piece {self.piece.index} fails its replay "
+                               f"at input shapes {[list(a.shape) for a in args]}: "
+                               f"{first_line(exc)}") from exc
+        for static_out, out in zip(graph.outputs, outs, strict=True):
             # a shape a piece hands on (torch.Size) is the same at every replay of a size
             if isinstance(out, torch.Tensor) and out.data_ptr() != static_out.data_ptr():
                 static_out.copy_(out)
@@ -203,3 +220,16 @@ class GraphPiece(torch.nn.Module):
             if args[i].data_ptr() != graph.inputs[i].data_ptr():
                 args[i].copy_(graph.inputs[i])
         return graph
+
+
+def _plain_host_values(args: tuple) -> tuple:
+    """The ints, floats and bools among a piece's inputs, lists of them too: what a graph
+    holds as captured. Opaque values (vLLM's layer names) and SymInts are left out."""
+    def plain(a: Any) -> bool:
+        return type(a) in (int, float, bool) or (
+            isinstance(a, (list, tuple)) and all(type(v) in (int, float, bool) for v in a))
+    return tuple(a for a in args if plain(a))
+
+
+def _shown(values: tuple) -> str:
+    return cut_middle(", ".join(map(str, values)) or "none", 80)
