@@ -20,7 +20,10 @@ SOURCE = Path(__file__).with_name("fenced_allocator.cpp")
 
 
 @functools.cache
-def _library() -> ctypes.CDLL | None:
+def library() -> ctypes.CDLL | None:
+    """The fence, built and loaded once a process; None where it cannot be. A process that
+    forks a child per call loads it first: a child that loads it dies with it, and the
+    next one loaded it again (torch-scatter's isolated synthesis: 3.3x slower)."""
     from aclcap.build import BuildError, cache_root, compile_library
 
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
@@ -44,7 +47,7 @@ class Fence:
 @contextlib.contextmanager
 def fenced(byte: int) -> Iterator[Fence]:
     """torch's CPU allocations meanwhile fenced and filled with `byte`."""
-    lib = _library()
+    lib = library()
     fence = Fence(lib is not None and lib.aclcap_fence_on(byte) == 1)
     try:
         yield fence

@@ -22,6 +22,7 @@ from aclcap._compat import OpOverload, tree_flatten
 from aclcap._isolated import ChildDied, run_forked
 from aclcap.errors import first_line
 from aclcap.meta.fakecheck import fake_mismatches
+from aclcap.meta.fence import library
 from aclcap.meta.guarded import FILL, OTHER_FILL, filled_allocations
 from aclcap.meta.observe import (
     STEP,
@@ -198,6 +199,14 @@ def one_call(op: OpOverload, sample: SampleInput, site: str = "", phase: str = S
     return {"call": recorded.call.to_dict(), "differs": differs, "mismatches": mismatches}
 
 
+def one_call_forked(op: OpOverload, sample: SampleInput, site: str = "", phase: str = STEP,
+                    diff_meta: bool = False) -> dict:
+    """`one_call` in a child forked for it (ChildDied where it crashes), the fence loaded
+    here first, once for every child."""
+    library()
+    return run_forked(partial(one_call, op, sample, site, phase, diff_meta))
+
+
 def without_faults(op: OpOverload, samples: Sequence[SampleInput], isolate: bool = False
                    ) -> tuple[list[SampleInput], list[str]]:
     """The samples whose two eager runs agree (and those the kernel rejects: the checks
@@ -209,7 +218,7 @@ def without_faults(op: OpOverload, samples: Sequence[SampleInput], isolate: bool
     kept, clean, faulty = [], [], []
     for sample in samples:
         try:
-            got = run_forked(partial(one_call, op, sample)) if isolate else one_call(op, sample)
+            got = one_call_forked(op, sample) if isolate else one_call(op, sample)
         except ChildDied as died:
             got = {"call": observed_inputs(op, sample.args, sample.kwargs).to_dict(),
                    "differs": str(died)}

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 import torch
 
 from aclcap._compat import OpOverload
-from aclcap._isolated import ChildDied, run_forked
+from aclcap._isolated import ChildDied
 from aclcap.meta.messages import CALL_STEP, is_call_step
 from aclcap.meta.observe import (
     DECLARED,
@@ -26,7 +25,7 @@ from aclcap.meta.observe import (
     observed_inputs,
 )
 from aclcap.meta.sample_inputs import SampleInput, samples_for, seed_all
-from aclcap.meta.synthesize.faults import FaultyCall, kernel_finding, one_call
+from aclcap.meta.synthesize.faults import FaultyCall, kernel_finding, one_call, one_call_forked
 from aclcap.meta.variations import SAME_SIZES, TIED, variations
 
 MAX_CALLS = 300  # per op: ~3 samples with their variations
@@ -157,10 +156,9 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
         seen.tried += 1
         if announce is not None:
             announce(call_step(index, what))
-        one = partial(one_call, op, sample, site, phase,
-                      diff_meta and len(seen.meta_diffs) < 3)
+        args = (op, sample, site, phase, diff_meta and len(seen.meta_diffs) < 3)
         try:
-            made = run_forked(one) if isolate else one()
+            made = one_call_forked(*args) if isolate else one_call(*args)
         except ChildDied as died:
             seen.crashed.append((what, str(died)))
             continue
