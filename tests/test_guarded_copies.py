@@ -176,3 +176,16 @@ def test_blocks_are_aligned_filled_and_torchs_allocator_is_back_once_the_fence_i
     with fenced(0) as again:  # goes on only over torch's own allocator
         pass
     assert again.on and not again.overran
+
+
+_lib.define("c_rand(Tensor x) -> Tensor")
+_lib.impl("c_rand", lambda x: torch.full_like(x, float(ctypes.CDLL(None).rand())), "CPU")
+
+
+def test_a_kernel_drawing_from_c_rand_gives_the_same_in_both_runs():
+    """torch-cluster's fps and random_walk draw from C's rand(), whose state followed the
+    ops the worker ran before: their two runs differed, a kernel finding in one command
+    and not in the next. Each run now starts from one seed, as torch's generator does."""
+    op = torch.ops.guardtest.c_rand.default
+    assert [observe_twice(op, SampleInput((torch.zeros(3),), {}))[1] for _ in range(3)] == \
+        [""] * 3

@@ -102,7 +102,7 @@ def filled_allocations(byte: int) -> Iterator[Fence]:
     are fenced besides (fence.py), filled with the same byte: one written past faults
     there, in every run, and one written just past (within its alignment) is told once the
     body ends (the Fence it yields)."""
-    mallopt = getattr(_libc(), "mallopt", None)
+    mallopt = getattr(libc(), "mallopt", None)
     perturbed = mallopt is not None and mallopt(_M_PERTURB, byte)
     try:
         with fenced(byte ^ 0xFF) as fence:
@@ -113,7 +113,8 @@ def filled_allocations(byte: int) -> Iterator[Fence]:
 
 
 @functools.cache
-def _libc() -> object:
+def libc() -> object:
+    """This process's C library (None where it cannot be opened)."""
     try:
         return ctypes.CDLL(None)  # this process's own C library, whichever it is
     except OSError:

@@ -23,7 +23,7 @@ from aclcap._isolated import ChildDied, run_forked
 from aclcap.errors import first_line
 from aclcap.meta.fakecheck import fake_mismatches
 from aclcap.meta.fence import library
-from aclcap.meta.guarded import FILL, OTHER_FILL, filled_allocations
+from aclcap.meta.guarded import FILL, OTHER_FILL, filled_allocations, libc
 from aclcap.meta.observe import (
     STEP,
     ObservedCall,
@@ -103,12 +103,23 @@ def difference(op: OpOverload, first: RecordedCall, second: RecordedCall) -> str
     return ""
 
 
+def _seed_c_rand() -> None:
+    """C's `rand()` seeded alike before each run, as torch's generator is (`_same_rng`):
+    torch-cluster's `fps` (random_start) and `random_walk` draw from it, and its state
+    followed whichever ops the worker had run before, so two runs of a call differed (a
+    "kernel finding") in one command and not in the next."""
+    srand = getattr(libc(), "srand", None)
+    if srand is not None:
+        srand(0x5EED)
+
+
 def observe_twice(op: OpOverload, sample: SampleInput, *, site: str = "",
                   phase: str = STEP) -> tuple[RecordedCall, str]:
     """The call recorded (`observe`) from its first run, and what its second run on copies
     of the same inputs gave differently ("" if nothing). Raises what the first run raises;
     a second run that raises is a difference."""
     with _same_rng(sample), filled_allocations(FILL) as fence:
+        _seed_c_rand()
         first = observe(op, sample.args, sample.kwargs, site=site, phase=phase)
     if first.overrun:  # what lay past the input told nothing: no second run is needed
         return first, f"{OVERRUN} `{first.overrun}`"
@@ -116,6 +127,7 @@ def observe_twice(op: OpOverload, sample: SampleInput, *, site: str = "",
         return first, f"{OVERRUN} {ALLOCATED}"
     try:
         with filled_allocations(OTHER_FILL) as fence:
+            _seed_c_rand()
             second = observe(op, sample.args, sample.kwargs, site=site, phase=phase,
                              fill=OTHER_FILL)
     except Exception as exc:
