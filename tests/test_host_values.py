@@ -282,6 +282,6 @@ def test_a_read_every_layer_makes_at_one_line_is_printed_once_with_its_count():
     run = aclcap("capture", str(MODELS / "host_read_layers.py"), "--shapes", "2")
     assert run.code == 1
     text = " ".join(run.stdout.split())
-    assert text.count("reads tensor data on the host (tolist()) at host_read_layers.py:9 "
+    assert text.count("reads tensor data on the host (tolist()) at host_read_layers.py:10 "
                       "(`sizes = lengths.tolist()`) (2 times a step): the traced step breaks "
                       "there") == 1, run.stdout
