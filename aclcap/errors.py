@@ -6,8 +6,10 @@ CaptureError exits 1 (a check failed: the step cannot be captured), anything els
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 # torch wraps the error that says what went wrong (BackendCompilerFailed holds it in
@@ -55,6 +57,21 @@ def raised_in_aclcap(exc: BaseException) -> bool:
     if tb is None:
         return False
     return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE)
+
+
+@contextlib.contextmanager
+def step_failures(what: str) -> Iterator[None]:
+    """Run the step's own code: an exception it raises becomes CaptureError(`what: why`), a
+    failed size; one raised in aclcap's own code (`raised_in_aclcap`) stays an internal
+    error, and aclcap's own errors pass as they are."""
+    try:
+        yield
+    except (CaptureError, UsageError):
+        raise
+    except Exception as exc:
+        if raised_in_aclcap(exc):
+            raise
+        raise CaptureError(f"{what}: {first_line(exc)}") from exc
 
 
 def first_text_line(text: str) -> str:

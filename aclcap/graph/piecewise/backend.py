@@ -32,7 +32,7 @@ from aclcap._compat import (
     reset_dynamo,
 )
 from aclcap._tensors import clone_tensors
-from aclcap.errors import CaptureError, UsageError, first_line, raised_in_aclcap
+from aclcap.errors import CaptureError, UsageError, first_line, step_failures
 from aclcap.graph.backends.aoti import AotiBackend
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.compiles import CompileLog
@@ -417,17 +417,11 @@ class PiecewiseAotiBackend:
         for piece in self.pieces:
             piece.capturing = size
         try:
-            with torch.no_grad():
-                log.call(compiled, size, static)
-        except (CaptureError, UsageError):
-            raise
-        except Exception as exc:
-            if raised_in_aclcap(exc):
-                raise
             # the step's own failure among its pieces (qwen2_moe's experts, whose token
             # counts follow the router's values across graph breaks): a failed size
-            raise CaptureError(f"piecewise: the step fails at size {size} while its graph "
-                               f"pieces capture: {first_line(exc)}") from exc
+            with torch.no_grad(), step_failures(f"piecewise: the step fails at size {size} "
+                                                "while its graph pieces capture"):
+                log.call(compiled, size, static)
         finally:
             self._capturing = None
             for piece in self.pieces:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from aclcap._compat import TorchDispatchMode
-from aclcap.errors import CaptureError, cut_middle, first_line
+from aclcap.errors import CaptureError, cut_middle, first_line, step_failures
 from aclcap.graph.piecewise.layout import expected_strides, in_layout
 from aclcap.graph.piecewise.split import Piece, node_site, splits_on
 
@@ -206,12 +206,10 @@ class GraphPiece(torch.nn.Module):
                 static.copy_(arg)
         assert graph.compiled is not None  # set by the capture that made `graph`
         inputs = self._inputs(graph.inputs)
-        try:
+        # e.g. host ints the inputs' sizes follow, read from data (jetmoe's expert counts)
+        with step_failures(f"piecewise: graph piece {self.piece.index} fails its replay at "
+                           f"input shapes {[list(a.shape) for a in args]}"):
             outs = graph.compiled.run(inputs)
-        except Exception as exc:  # e.g. host ints the inputs' sizes follow, read from data
-            raise CaptureError(f"piecewise: graph piece {self.piece.index} fails its replay "
-                               f"at input shapes {[list(a.shape) for a in args]}: "
-                               f"{first_line(exc)}") from exc
         for static_out, out in zip(graph.outputs, outs, strict=True):
             # a shape a piece hands on (torch.Size) is the same at every replay of a size
             if isinstance(out, torch.Tensor) and out.data_ptr() != static_out.data_ptr():
