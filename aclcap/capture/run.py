@@ -13,7 +13,7 @@ from aclcap.capture import trace_cache
 from aclcap.capture.fresh import STALE_INPUTS, VARY_TRIES, inputs_are_fresh, varied_draw
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
-from aclcap.capture.trace_report import WRONG, TraceReport, data_dependent
+from aclcap.capture.trace_report import WRONG, TraceReport, breaks_on_values, data_dependent
 from aclcap.draw_state import state_names, state_of
 from aclcap.errors import CaptureError
 from aclcap.graph.backends.base import BackendSummary, Captured
@@ -384,7 +384,7 @@ def _data_breaks(trace: TraceReport) -> list[str]:
     breaks = {f"{DATA_BREAK} at {Path(b.file).name}:{b.line} "
               f"({b.reason}): what follows changes with the data, and a graph replays what "
               "it captured": None for b in trace.graph_breaks
-              if data_dependent(b.reason) or "Dynamic shape operator" in b.reason}
+              if breaks_on_values(b.reason)}
     return list(breaks)
 
 

@@ -16,7 +16,13 @@ import torch
 
 from aclcap._compat import OpOverload, OpOverloadPacket, dynamo_counters, op_names
 from aclcap._tensors import clone_tensors
-from aclcap.capture.trace_report import NO_META, GraphBreak, TraceReport, data_dependent
+from aclcap.capture.trace_report import (
+    DYNAMIC_SHAPE,
+    NO_META,
+    GraphBreak,
+    TraceReport,
+    data_dependent,
+)
 from aclcap.draw_state import restore
 from aclcap.errors import first_line, first_text_line, innermost, summary
 from aclcap.graph.compiles import CompileLog, compile_over_sizes
@@ -172,13 +178,12 @@ def _skipped_frame(reason: str, model_file: Path | None) -> dict[str, Any]:
     cannot resume: a MoE expert loop's `nonzero`): no graph at all, the step runs eagerly,
     and piecewise capture passed with nothing captured."""
     what = first_text_line(reason)
-    if what == "Dynamic shape operator":
+    if what == DYNAMIC_SHAPE:  # the reason then reads data-dependent (TraceReport.makes_read)
         what += " (a data-dependent output size)"
     return {"op": None, "file": str(model_file) if model_file else "", "line": 0,
             "reason": f"Dynamo gave up the whole step and runs it eagerly, no graph at all "
                       f"(a graph break inside a loop, which it cannot resume): {what}",
-            "frames": [], "model": str(model_file) if model_file else None,
-            "data_dependent": data_dependent(what)}
+            "frames": [], "model": str(model_file) if model_file else None}
 
 
 def _restored(inputs_by_size: dict[int, tuple], order: list[int]

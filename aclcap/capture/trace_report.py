@@ -23,6 +23,16 @@ NO_META = "no meta impl: run `aclcap check-meta`"  # a custom op's reason outsid
 WRONG = {"meta": "has a wrong meta impl", "schema": "returns a view its schema does not declare"}
 
 
+# Dynamo's graph-break reason for an op whose output size follows its input's values
+# (`nonzero`): no data-dependent guard is named, but what follows the break is the data's.
+DYNAMIC_SHAPE = "Dynamic shape operator"
+
+
+def breaks_on_values(reason: str) -> bool:
+    """A graph break on tensor values: a data-dependent one, or a dynamic-shape op's."""
+    return data_dependent(reason) or DYNAMIC_SHAPE in reason
+
+
 def data_dependent(reason: str) -> bool:
     """A trace failure that a value read on the host leads to."""
     return bool(_DATA_DEPENDENT.search(reason)) or (

@@ -6,9 +6,9 @@
 // as the heap's layout fell: fbgemm's permute_1D_sparse_data given lengths beyond its
 // permuted_lengths_sum crashed in 3 runs of 4). Blocks start filled with the run's byte,
 // so an output the kernel leaves unwritten differs between two runs, and a write into the
-// alignment's slack past the end (fewer than 64 bytes) is found when the fence goes off. No library offers a
-// guard-page allocator for torch (sanitizers instrument a whole build; Electric Fence
-// replaces malloc for the whole process), hence this file.
+// alignment's slack past the end (fewer than 64 bytes) is found when the fence goes off.
+// No library offers a guard-page allocator for torch (sanitizers instrument a whole build;
+// Electric Fence replaces malloc for the whole process), hence this file.
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
@@ -25,16 +25,24 @@ constexpr size_t kAlign = 64;             // c10's gAlignment: kernels may rely 
 constexpr size_t kMaxLive = 8000;         // each block is 3 mappings; the kernel caps them
 constexpr uint8_t kPriority = 255;        // above any allocator a library set
 
-// One block: its mapping, and the bytes of its pages around the data (the alignment's
-// slack after it, the page's head before it), which hold the fill byte until written.
+size_t page_size() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// One block: its mapping (an inaccessible page, `pages` of data, another inaccessible one)
+// and the bytes of its pages around the data (the alignment's slack after it, the page's
+// head before it), which hold the fill byte until written.
 struct Block {
-  void* base;
-  size_t length;
-  char* usable;
-  size_t usable_length;
+  char* base;
+  size_t pages;
   size_t bytes;
   int fill;
   bool watched;  // made since the fence went on
+
+  char* usable() const { return base + page_size(); }
+  size_t usable_length() const { return pages * page_size(); }
+  size_t length() const { return (pages + 2) * page_size(); }
 };
 
 std::mutex g_mutex;
@@ -43,7 +51,7 @@ std::unordered_map<void*, Block> g_blocks;
 // Mappings freed, by their pages of data, kept for the next block of as many: a kernel
 // call allocates a few tensors, and a run of synthesis tens of thousands of calls, so a
 // mapping made and unmapped for each cost 11% of the run's wall time.
-std::unordered_map<size_t, std::vector<void*>> g_spare;
+std::unordered_map<size_t, std::vector<char*>> g_spare;
 size_t g_spare_bytes = 0;
 constexpr size_t kMaxSpareBytes = size_t{64} << 20;
 bool g_overran = false;
@@ -57,8 +65,8 @@ bool intact(const char* data, const Block& block) {
     }
     return true;
   };
-  return held(block.usable, data) &&
-         held(data + block.bytes, block.usable + block.usable_length);
+  return held(block.usable(), data) &&
+         held(data + block.bytes, block.usable() + block.usable_length());
 }
 
 void fenced_free(void* data) {
@@ -72,33 +80,34 @@ void fenced_free(void* data) {
   const Block block = found->second;
   if (block.watched && !intact(static_cast<char*>(data), block)) g_overran = true;
   g_blocks.erase(found);
-  if (g_spare_bytes + block.length <= kMaxSpareBytes) {
-    g_spare[block.usable_length].push_back(block.base);
-    g_spare_bytes += block.length;
+  if (g_spare_bytes + block.length() <= kMaxSpareBytes) {
+    g_spare[block.pages].push_back(block.base);
+    g_spare_bytes += block.length();
     return;
   }
   lock.unlock();
-  munmap(block.base, block.length);
+  munmap(block.base, block.length());
 }
 
-// A mapping of `pages` pages of data between two inaccessible ones: a spare one, else new.
-void* mapping(size_t page, size_t pages) {
-  auto spare = g_spare.find(pages * page);
+// The mapping of a block of `pages` pages of data: a spare one, else new.
+char* mapping(size_t pages) {
+  const Block shape{nullptr, pages, 0, 0, false};
+  auto spare = g_spare.find(pages);
   if (spare != g_spare.end() && !spare->second.empty()) {
-    void* base = spare->second.back();
+    char* base = spare->second.back();
     spare->second.pop_back();
-    g_spare_bytes -= (pages + 2) * page;
+    g_spare_bytes -= shape.length();
     return base;
   }
-  const size_t length = (pages + 2) * page;
-  void* base = mmap(nullptr, length, PROT_NONE,
+  void* base = mmap(nullptr, shape.length(), PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return nullptr;
-  if (mprotect(static_cast<char*>(base) + page, pages * page, PROT_READ | PROT_WRITE) != 0) {
-    munmap(base, length);
+  char* at = static_cast<char*>(base);
+  if (mprotect(at + page_size(), shape.usable_length(), PROT_READ | PROT_WRITE) != 0) {
+    munmap(base, shape.length());
     return nullptr;
   }
-  return base;
+  return at;
 }
 
 struct FencedAllocator final : c10::Allocator {
@@ -109,18 +118,16 @@ struct FencedAllocator final : c10::Allocator {
     if (!g_on || g_blocks.size() >= kMaxLive) {  // a storage resized later, or many kept
       return g_default->allocate(n);
     }
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t body = (n + kAlign - 1) / kAlign * kAlign;
-    const size_t pages = body == 0 ? 1 : (body + page - 1) / page;
-    const size_t length = (pages + 2) * page;
-    void* base = mapping(page, pages);
+    const size_t pages = body == 0 ? 1 : (body + page_size() - 1) / page_size();
+    char* base = mapping(pages);
     if (base == nullptr) {
       return g_default->allocate(n);
     }
-    char* usable = static_cast<char*>(base) + page;
-    std::memset(usable, fill, pages * page);
-    char* data = usable + pages * page - body;
-    g_blocks[data] = Block{base, length, usable, pages * page, n, fill, true};
+    const Block block{base, pages, n, fill, true};
+    std::memset(block.usable(), fill, block.usable_length());
+    char* data = block.usable() + block.usable_length() - body;
+    g_blocks[data] = block;
     return {data, data, &fenced_free, c10::Device(c10::DeviceType::CPU)};
   }
 
