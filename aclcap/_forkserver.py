@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from multiprocessing import forkserver
 from typing import Any
 
-# About 2.7 s of CPU time on the 2-core CI machine. `__main__` too, else each child runs
-# the main script again (as multiprocessing does for a script, which the console script's
-# `if __name__ == "__main__"` keeps cheap).
-PRELOAD = ["__main__", "torch", "torch._dynamo", "torch._functorch.aot_autograd",
-           "aclcap.meta.checks", "aclcap.meta.worker"]
+# torch, Dynamo and the checks, loaded by _preload.py with the garbage collector off (1.8 to
+# 2.0 s of CPU time on the 2-core CI machine, 2.4 to 2.8 s with it on). `__main__` too, else
+# each child runs the main script again (as multiprocessing does for a script, which the
+# console script's `if __name__ == "__main__"` keeps cheap; Python 3.11's server is never
+# told the script's path, so its children do run the script's imports, about 0.1 s).
+PRELOAD = ["__main__", "aclcap._preload"]
 
 
 def context() -> multiprocessing.context.BaseContext:

@@ -9,9 +9,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 import aclcap_ops
 from aclcap.devices import unavailable_reason
+from aclcap.graph.step import tolerance_for
 from tests.conftest import ROOT, aclcap, aclcap_process
 
 TINY = str(ROOT / "examples" / "tiny_llama.py")
@@ -100,8 +102,12 @@ def test_a_loop_over_the_tokens_is_served_size_by_size_and_ends(tmp_path):
                          "--json", "-", timeout=300, ACLCAP_CACHE_DIR=str(tmp_path))
     assert run.code == 0, run.stderr
     doc = run.json()
-    assert [(r["size"], r["status"], r["max_abs_err"]) for r in doc["results"]
-            if not r.get("padded_to")] == [(s, "pass", 0.0) for s in (1, 2, 4)]
+    rows = [r for r in doc["results"] if not r.get("padded_to")]
+    assert [(r["size"], r["status"]) for r in rows] == [(s, "pass") for s in (1, 2, 4)]
+    # each size's own program may reorder the recurrence's float sums (5.96e-08 at 2, once):
+    # within the tolerance the row was judged by, never bit-exact
+    atol = tolerance_for(torch.float32, None)["atol"]
+    assert all(r["max_abs_err"] <= atol for r in rows), rows
     assert [a["sizes"] for a in doc["backend"]["artifacts"]] == [[1], [2], [4]]
 
 
@@ -171,16 +177,29 @@ def test_graph_break_is_reported_with_its_line():
     breaks = {(b["file"].split("/")[-1], b["line"]) for b in trace["graph_breaks"]}
     assert ("graph_break.py", 30) in breaks  # the `.item()` branch
     assert any("item()" in b["reason"] for b in trace["graph_breaks"])
-    assert trace["custom_ops_outside_graph"] == [
-        {"op": "aclcap_example::scale_rows", "reason": "no meta impl: run `aclcap check-meta`"}]
+    assert trace["custom_ops_outside_graph"] == [  # with the line that calls it
+        {"op": "aclcap_example::scale_rows", "reason": "no fake impl",
+         "file": str(ROOT / "examples" / "graph_break.py"), "line": 32}]
     assert "aclcap::rms_norm" in trace["custom_ops_in_graph"]
 
 
-def test_fullgraph_turns_a_break_into_failure():
-    run = aclcap("capture", str(ROOT / "examples" / "graph_break.py"), "--device", "cpu",
-                 "--fullgraph", "--shapes", "2")
+def test_a_break_fails_every_size_as_vllm_s_fullgraph_compile_does():
+    """Issue 57: vLLM compiles with fullgraph=True, so a break is never a pass: by default
+    every size fails, naming the break, the op outside the graph with its line and the
+    commands that write its fake."""
+    run = capture(str(ROOT / "examples" / "graph_break.py"), "--device", "cpu", "--shapes",
+                  "2", "--graph-mode", "piecewise")
     assert run.code == 1
-    assert "--fullgraph: the model does not trace as one graph" in run.stdout
+    (row,) = run.json()["results"]
+    text = " ".join(row["reasons"])
+    assert row["status"] == "fail" and row["capture_us"] is None  # nothing captured
+    assert "graph break at graph_break.py:30 (`if h.sum().item() > 0:" in text
+    assert "aclcap_example::scale_rows runs outside any graph, called at graph_break.py:32" \
+        in text
+    assert "--namespace aclcap_example --synthesize aclcap_example_fakes.py`" in text
+    assert "vLLM compiles it with fullgraph=True and would refuse it" in text
+    said = " ".join(run.stderr.split())  # the table goes to stderr beside --json -
+    assert "the model does not trace as one graph: vLLM (fullgraph=True) would refuse it" in said
 
 
 def test_wrong_meta_impl_fails_with_named_reason():
@@ -496,16 +515,26 @@ def test_bisect_runs_on_the_graph_dynamo_traced_where_export_refuses_the_step(tm
 
 def test_the_advice_after_a_failed_trace_names_every_library_without_a_fake(tmp_path):
     """Issue 50 item 10: two libraries' ops without fakes; the trace stops at the first and
-    the advice named its library only. Pasted, the command checks both."""
+    the advice named its library only. Issue 57: the advice is the two commands that close
+    the loop; pasted as printed (from where capture ran), they write both fakes and capture
+    with them."""
+    import re
     import shlex
 
-    doc = capture(str(MODELS / "two_fakeless_libs.py"), "--shapes", "2", "--device", "cpu",
-                  ACLCAP_CACHE_DIR=str(tmp_path)).json()
+    cache = {"ACLCAP_CACHE_DIR": str(tmp_path / "cache")}
+    model = str(MODELS / "two_fakeless_libs.py")
+    doc = aclcap_process("capture", model, "--shapes", "2", "--device", "cpu", "--json", "-",
+                         cwd=tmp_path, **cache).json()
     reason = doc["results"][0]["reasons"][0]
-    advice = reason.rsplit("run `", 1)[1].rstrip("`")
-    assert "--namespace fakelessa --namespace fakelessb" in advice, reason
-    run = aclcap_process(*shlex.split(advice)[1:], "--json", "-",
-                         ACLCAP_CACHE_DIR=str(tmp_path))
-    assert run.code == 1, run.stdout + run.stderr  # both are missing their meta: a finding
-    assert {r["op"]: r["status"] for r in run.json()["results"]} == {
-        "fakelessa::scale.default": "missing", "fakelessb::shift.default": "missing"}
+    synthesize, capture_with = re.findall(r"`(aclcap [^`]+)`", reason)
+    assert "--namespace fakelessa --namespace fakelessb" in synthesize, reason
+    made = aclcap_process(*shlex.split(synthesize)[1:], "--json", "-", cwd=tmp_path, **cache)
+    assert made.code == 1, made.stdout + made.stderr  # both are missing their meta: a finding
+    assert {r["op"]: (r["status"], r["synthesis"]["status"]) for r in made.json()["results"]
+            } == {"fakelessa::scale.default": ("missing", "verified"),
+                  "fakelessb::shift.default": ("missing", "verified")}
+    run = aclcap_process(*shlex.split(capture_with)[1:], "--shapes", "2", "--json", "-",
+                         cwd=tmp_path, **cache)
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.json()["trace"]["custom_ops_in_graph"] == ["fakelessa::scale",
+                                                          "fakelessb::shift"]

@@ -4,11 +4,15 @@ codes (docs/contracts.md: exit codes)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import aclcap_ops
-from aclcap.meta.runner import worker_count
-from tests.conftest import BADOPS, aclcap, aclcap_process
+from aclcap.meta.runner import threads_each, worker_count
+from tests.conftest import BADOPS, ROOT, aclcap, aclcap_process
 
 
 def rows(run) -> dict[str, dict]:
@@ -38,8 +42,57 @@ def test_bundled_library_passes():
 
 
 def test_worker_count_gives_each_worker_enough_ops_to_pay_its_start():
-    assert [worker_count(n, cores=2) for n in (0, 1, 7, 8, 9, 60)] == [1, 1, 1, 2, 2, 2]
-    assert worker_count(60, cores=1) == 1 and worker_count(60, cores=16) == 15
+    assert [worker_count(n, cores=2) for n in (0, 1, 5, 6, 7, 9, 60)] == [1, 1, 1, 2, 2, 2, 2]
+    assert worker_count(60, cores=1) == 1 and worker_count(60, cores=32) == 20
+    # synthesis's workers: four ops each at least, as before
+    assert worker_count(7, cores=2, per_worker=4) == 1 and worker_count(60, 16, 4) == 15
+
+
+def test_workers_side_by_side_share_the_cores_between_their_threads():
+    # two threads per worker on two cores spin-wait at each parallel kernel (runner.py)
+    assert [threads_each(n, cores=2) for n in (1, 2)] == [2, 1]
+    assert threads_each(15, cores=16) == 1 and threads_each(4, cores=16) == 4
+
+
+def test_the_parent_never_imports_the_compiler(tmp_path):
+    """The workers trace and compile; the parent only lists the ops and prints. Dynamo,
+    Inductor or sympy imported there would cost a cold run most of an `import torch` again
+    (docs/measurements.md: a cold run). The line comes last: a run that ends without the
+    interpreter's teardown still runs its atexit handlers (_errors.leave)."""
+    code = ("import atexit, sys\n"
+            "from aclcap.cli import main\n"
+            "atexit.register(lambda: print('compiler modules:', *sorted(m for m in ("
+            "'torch._dynamo', 'torch._inductor', 'sympy') if m in sys.modules), "
+            "file=sys.stderr))\n"
+            f"sys.argv = ['aclcap', 'check-meta', '--lib', {str(BADOPS)!r}, "
+            "'--namespace', 'aclcap_test', '--no-cache']\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT,
+                          env={**os.environ, "ACLCAP_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 1, proc.stderr[-2000:]  # the planted defects
+    assert proc.stderr.splitlines()[-1] == "compiler modules:", proc.stderr[-2000:]
+
+
+def test_workers_skip_dynamos_guard_timing_and_keep_its_guards():
+    """Dynamo timed each new guard set after flushing the caches, for a metric: 30 to 270 ms
+    a compile (_compat.skip_guard_latency_profile, which every worker calls). Without that
+    timing the guards still hold: a new dtype compiles again, a new size does not."""
+    import torch
+    import torch._dynamo.guards as guards
+    from torch._C._dynamo.guards import profile_guard_manager
+    from torch._dynamo.utils import counters
+
+    from aclcap._compat import reset_dynamo, skip_guard_latency_profile
+
+    skip_guard_latency_profile()
+    assert guards.profile_guard_manager is not profile_guard_manager  # torch's timing is off
+    reset_dynamo()
+    before = counters["stats"]["unique_graphs"]
+    double = torch.compile(lambda x: x * 2, backend="aot_eager", fullgraph=True, dynamic=True)
+    for x in (torch.ones(3), torch.ones(5), torch.ones(3, dtype=torch.bfloat16)):
+        assert torch.equal(double(x), x * 2)
+    assert counters["stats"]["unique_graphs"] - before == 2
 
 
 @pytest.fixture(scope="module")
@@ -96,11 +149,20 @@ def test_trivial_generated_fake_is_its_own_category(badops_run):
     assert "fails on the meta device" in op["reasons"][0]
 
 
-def test_segfault_and_hang_are_isolated():
+def test_segfault_and_hang_are_isolated(badops_run):
+    """Beside the test library's own ops, ten checked in all: two workers on two cores,
+    each handed its next op as it answers one. The segfault restarts one, the hang ends one
+    after its timeout, and every other op is answered as in a run of its own."""
     run = aclcap("check-meta", "--lib", str(BADOPS), "--namespace", "aclcap_crash",
-                 "--timeout", "5", "--json", "-")
+                 "--namespace", "aclcap_test", "--timeout", "5", "--no-cache", "--json", "-")
     assert run.code == 1
+    assert run.json()["workers"] == worker_count(10)
     r = rows(run)
+    alone = rows(badops_run)
+    strip = ("check_s", "cached")
+    assert {op: {k: v for k, v in row.items() if k not in strip} for op, row in r.items()
+            if op in alone} == {op: {k: v for k, v in row.items() if k not in strip}
+                                for op, row in alone.items()}
     assert r["aclcap_crash::segfault.default"]["status"] == "crashed"
     assert r["aclcap_crash::segfault.default"]["reasons"] == [
         "crashed (signal 11: SIGSEGV) while the kernel ran on real inputs"]

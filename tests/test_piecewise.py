@@ -329,12 +329,15 @@ def test_a_library_wrapper_that_graph_breaks_for_two_callers_captures_and_matche
     for the next; and the frame recompiled dynamic at the second size had no graph at the
     first."""
     run = aclcap("capture", str(MODELS / "piecewise_shared_wrapper.py"), "--graph-mode",
-                 "piecewise", "--device", "cpu", "--json", "-")
+                 "piecewise", "--device", "cpu", "--allow-breaks", "--json", "-")
     assert run.code == 0, run.stdout + run.stderr
     assert "resized" not in run.stderr  # no piece ran at a size it was not built for
     rows = run.json()["results"]
-    assert [(r["size"], r["status"], r["max_abs_err"]) for r in rows] == [(2, "pass", 0),
-                                                                          (4, "pass", 0)]
+    assert [(r["size"], r["status"]) for r in rows] == [(2, "pass"), (4, "pass")]
+    assert all(r["max_abs_err"] <= 1e-4 for r in rows), rows  # fp32's tolerance, not bit-exact
+    # captured around its breaks on request: each row says that is not what vLLM runs
+    assert all(any(w.startswith("--allow-breaks: 2 graph break(s)") and "vLLM" in w
+                   for w in r["warnings"]) for r in rows), rows
 
 
 def test_a_vmapped_value_has_no_storage_and_is_no_view():

@@ -26,12 +26,14 @@ EXPECTED = [
     "torch._C._aoti.AOTIModelPackageLoader", "torch._C._dispatch_dump",
     "torch._C._dispatch_get_all_op_names", "torch._C._dispatch_has_kernel_for_dispatch_key",
     "torch._C.parse_schema", "torch._debug_has_internal_overlap",
-    "torch._dynamo", "torch._dynamo.convert_frame", "torch._dynamo.list_backends",
+    "torch._dynamo", "torch._dynamo.convert_frame", "torch._dynamo.guards",
+    "torch._dynamo.list_backends",
     "torch._dynamo.lookup_backend", "torch._dynamo.mark_dynamic",
     "torch._dynamo.maybe_mark_dynamic", "torch._dynamo.reset", "torch._dynamo.reset_code",
     "torch._dynamo.utils.counters", "torch._dynamo.utils.guard_failures",
     "torch._inductor", "torch._inductor.aoti_compile_and_package",
-    "torch._library.custom_ops.OPDEFS", "torch._library.simple_registry.singleton",
+    "torch._library.custom_ops.OPDEFS", "torch._library.opaque_object.is_opaque_value",
+    "torch._library.simple_registry.singleton",
     "torch._library.utils.can_generate_trivial_fake_impl", "torch._logging.set_logs",
     "torch._ops.OpOverload", "torch._ops.OpOverloadPacket",
     "torch._subclasses.fake_tensor.FakeTensorMode",
@@ -47,7 +49,7 @@ OP_ATTRIBUTES = {"_schema", "_overloadname", "_qualified_op_name"}
 # a forked child before it leaves (crash_guard.py), multiprocessing's fork server
 # (_forkserver.py), aclcap's own marker on a model module.
 NOT_TORCH = {"_getframe", "_exit", "_run_exitfuncs", "_forkserver", "_forkserver_pid",
-             "_aclcap_source_sha256"}
+             "_aclcap_source_sha256", "_aclcap_loads"}
 
 
 def _private(part: str) -> bool:

@@ -24,6 +24,7 @@ from aclcap.meta.synthesize.rules import (
     DtypeRule,
     IntArg,
     LayoutRule,
+    LeadingDims,
     Numel,
     OpRule,
     OutputRule,
@@ -227,6 +228,20 @@ def test_cpp_says_why_it_leaves_out_an_op_it_cannot_write():
            "schema type 'Generator?'" in flat
 
 
+def test_a_fake_reads_as_a_reviewer_would_write_it():
+    """Issue 57 item 6: a whole shape is `x.shape` and new_empty's own dtype is left to it;
+    a shape of dims alone holds for one rank only and stays a list."""
+    def source(shape, dtype_of):
+        rule = OpRule("ns::f.default", "ns::f(Tensor x, Tensor w) -> Tensor",
+                      [OutputRule(shape, DtypeRule("like", arg=dtype_of))])
+        return emit_python.function_source(rule)
+
+    assert "return x.new_empty(x.shape)\n" in source((LeadingDims("x", 0),), "x")
+    assert "return x.new_empty(x.shape, dtype=w.dtype)\n" in source((LeadingDims("x", 0),), "w")
+    assert "return x.new_empty(x.shape)\n" in source((LeadingDims("x", 1), Dim("x", -1)), "x")
+    assert "return x.new_empty([x.shape[0]])\n" in source((Dim("x", 0),), "x")
+
+
 def test_emitted_locals_never_shadow_an_argument():
     """An argument named like one of the emitter's own variables (ctx, out0, size) keeps its
     value: the variables step aside."""
@@ -234,9 +249,8 @@ def test_emitted_locals_never_shadow_an_argument():
         OutputRule((Unbacked(0, 9), IntArg("ctx")), DtypeRule("like", arg="x")),
         OutputRule((IntArg("out0"),), DtypeRule("like", arg="x"))])
     text = emit_python.function_source(rule)
-    assert "out0_ = x.new_empty([torch.library.get_ctx().new_dynamic_size(), ctx], " \
-        "dtype=x.dtype)" in text
-    assert "out1 = x.new_empty([out0], dtype=x.dtype)" in text
+    assert "out0_ = x.new_empty([torch.library.get_ctx().new_dynamic_size(), ctx])" in text
+    assert "out1 = x.new_empty([out0])" in text
     assert "return out0_, out1" in text
     cpp = emit_cpp.function_source(OpRule(
         "ns::g.default", "ns::g(Tensor x, Tensor(a!) result0, int result) -> (Tensor, Tensor)",

@@ -1,4 +1,4 @@
-"""The memory floor of a model step: the bytes one step must move, counted from the tensors
+"""The floor of a model step: the bytes one step must move, counted from the tensors
 themselves, at the fastest read pass over a buffer of that many bytes, timed between the
 modes' blocks of the same run.
 Parameters and buffers are read once (an embedding table only in the rows the step looks
@@ -11,17 +11,25 @@ almost all reads (its weights), and a read pass pays no write or read-for-owners
 copy's rate is no bound for it; and a small model's weights stay in the last-level cache
 from step to step, where a 64 MiB copy measures DRAM (measured here: tiny_llama's 12 MiB
 read at about 140 GB/s against a 64 MiB copy's 26 to 48 GB/s, and a tuned graph ran faster
-than a floor priced at the copy's rate)."""
+than a floor priced at the copy's rate).
+
+Which floor it is, a cache floor or a memory floor, is named from the byte count and cpu0's
+cache sizes (`floor_level`): a pass over bytes that fit in a cache level runs from that
+level once the first pass has brought them in, so the fastest pass is that level's speed;
+past the last level it is memory's. Where the sizes cannot be read, every floor is called a
+memory floor, which a run whose bytes stay in a cache can beat."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from aclcap._tensors import clone_tensors, wait_collectives
+from aclcap.bench.caches import cache_levels, floor_level
 
 
 @dataclass
@@ -68,6 +76,21 @@ def step_bytes(model: torch.nn.Module, args: tuple) -> StepBytes:
                      written)
 
 
+def fastest_pass(fn: Callable[[], object], target_s: float) -> tuple[float, int]:
+    """The fastest of `fn`'s passes in about `target_s` (three at least), each timed alone
+    until the time is up, and how many ran: a count fixed in advance from a pass the load
+    slowed would leave a block of a few passes."""
+    start = done = time.perf_counter()
+    best, passes = math.inf, 0
+    while passes < 3 or done - start < target_s:
+        t0 = time.perf_counter()
+        fn()
+        done = time.perf_counter()
+        best = min(best, done - t0)
+        passes += 1
+    return best, passes
+
+
 class ReadFloor:
     """The floor's rate for one size: a read pass (a max over an integer view: no float
     work, no writes) over a buffer of the step's byte count, touched before, so it sits in
@@ -83,25 +106,20 @@ class ReadFloor:
         self.device = device
         self.passes = 0  # timed passes so far, over every block
         self.best_s = math.inf  # the fastest of them
+        # the cpu's cache level the passes run from; a device's caches sysfs does not know
+        self.level = floor_level(self.nbytes, cache_levels()) if device == "cpu" else device
 
     @property
     def nbytes(self) -> int:
         return self.buf.numel() * 4
 
     def time_block(self, target_s: float) -> None:
-        """Passes for about `target_s` (a mode's block). On cpu each pass is timed alone,
-        until the time is up: a count fixed in advance from a pass the load slowed would
-        leave a block of a few passes. On a device a pass is shorter than a launch and a
-        sync, so a block is timed with device events and counts as its mean pass."""
+        """Passes for about `target_s` (a mode's block). On cpu each pass is timed alone
+        (`fastest_pass`). On a device a pass is shorter than a launch and a sync, so a
+        block is timed with device events and counts as its mean pass."""
         if self.device == "cpu":
-            start = done = time.perf_counter()
-            passes = 0
-            while passes < 3 or done - start < target_s:
-                t0 = time.perf_counter()
-                torch.amax(self.buf)
-                done = time.perf_counter()
-                self.best_s = min(self.best_s, done - t0)
-                passes += 1
+            best, passes = fastest_pass(lambda: torch.amax(self.buf), target_s)
+            self.best_s = min(self.best_s, best)
             self.passes += passes
             return
         once = self._device_block(3)  # how many passes make the block

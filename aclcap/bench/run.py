@@ -55,6 +55,7 @@ class BenchRow:
     per_rank: list[dict] | None = None  # --nproc: each rank's host and device time
     floor_us: float | None = None  # the step's bytes at its fastest read pass
     over_floor: float | None = None  # step median / floor
+    floor_level: str | None = None  # where that pass ran: a cache level (`L3`) or `memory`
     # graph rows of a step with host values: their update before each replay (host_update.py)
     host_update_us: float | None = None
     # graph, piecewise and padded rows: why their replay is no speedup (capture fails the
@@ -88,6 +89,7 @@ class BenchReport:
     step_bytes: dict[int, StepBytes] = field(default_factory=dict)  # per exact size
     read_gbps: dict[int, float] = field(default_factory=dict)  # per size: its floor's rate
     floor_passes: dict[int, int] = field(default_factory=dict)  # per size: passes its min is of
+    floor_levels: dict[int, str] = field(default_factory=dict)  # per size: its floor's level
     max_autotune: bool = False  # graph mode's artifact compiled with --max-autotune
 
     @property
@@ -409,16 +411,18 @@ def run_rounds(one_round: Callable[[int], None], unstable: Callable[[], bool],
 
 
 def set_floors(report: BenchReport, floors: dict[int, ReadFloor]) -> None:
-    """Each exact size's memory floor (its bytes at its fastest read pass), and every
-    row's time over it."""
+    """Each exact size's floor (its bytes at their fastest read pass, from the cache level
+    that holds them or from memory), and every row's time over it."""
     for size, floor in floors.items():
         if floor.passes:  # none when Ctrl-C came before the first round ended
             report.read_gbps[size] = floor.gbps
             report.floor_passes[size] = floor.passes
+            report.floor_levels[size] = floor.level
     for row in report.rows:
         if row.size in report.read_gbps and row.mode != "padded" and row.step_median_us:
             row.floor_us = report.step_bytes[row.size].total / report.read_gbps[row.size] / 1e3
             row.over_floor = row.step_median_us / row.floor_us
+            row.floor_level = report.floor_levels[row.size]
 
 
 def judge_rows(rows: list[BenchRow], rounds: dict[tuple[int, str], list[float]]) -> None:

@@ -87,8 +87,11 @@ class FrozenValue:
 
 
 def _key(call: OpCall, arg: str) -> tuple:
-    return (call.op, arg, call.site.file if call.site else None,
-            call.site.line if call.site else None)
+    """One call site's argument: two calls of one op on one line (`.reshape(1, 2)` beside
+    `.view(-1, 2, 2)`) are two keys; a loop's calls of one site share theirs."""
+    site = call.site
+    return (call.op, arg, site.file if site else None, site.line if site else None,
+            site.column if site else None)
 
 
 def _varying(first: StepRecord, second: StepRecord) -> set[tuple]:

@@ -25,6 +25,7 @@ from torch.overrides import TorchFunctionMode
 from aclcap._compat import TorchDispatchMode
 from aclcap._tensors import clone_tensors
 from aclcap.draw_state import restore
+from aclcap.frames import is_library
 from aclcap.graph.piecewise.split import Site
 from aclcap.host_values import is_host_value
 
@@ -100,7 +101,13 @@ class StepRecord:
     sized: list[DataSized] = field(default_factory=list)
 
 
-_LIBRARIES = (str(Path(torch.__file__).parent) + "/", str(Path(__file__).parents[1]) + "/")
+def _column(frame: Any) -> int | None:
+    """Where on its line the call a frame is making ends: Python 3.11 keeps a position per
+    instruction (two bytes each), so calls sharing a line are told apart (the end, since a
+    chain `x.view(...).reshape(...)` starts all its calls at `x`)."""
+    positions = list(frame.f_code.co_positions())
+    index = frame.f_lasti // 2
+    return positions[index][3] if 0 <= index < len(positions) else None
 
 
 def _sites(model_file: Path | None) -> tuple[Site | None, Site | None]:
@@ -112,8 +119,9 @@ def _sites(model_file: Path | None) -> tuple[Site | None, Site | None]:
     while frame is not None:
         name = frame.f_code.co_filename
         in_model = model_file is not None and name == str(model_file)
-        if in_model or (inner is None and not name.startswith(("<", *_LIBRARIES))):
-            here = Site(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
+        if in_model or (inner is None and not is_library(name)):
+            here = Site(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip(),
+                        _column(frame))
             if in_model:
                 return here, inner or here
             inner = here

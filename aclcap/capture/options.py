@@ -10,7 +10,9 @@ from aclcap.graph.options import StepOptions
 
 @dataclass(frozen=True)
 class CaptureOptions(StepOptions):
-    fullgraph: bool = False  # a graph break fails the run
+    # vLLM's rule, which it compiles by (fullgraph=True): a graph break anywhere in the
+    # step fails every size, piecewise too; False (--allow-breaks) captures around them
+    fullgraph: bool = True
     pad: bool = False  # also replay the sizes between capture sizes, padded
     bisect: bool = False  # on a mismatch, name the first diverging node
     fail_on_recompile: bool = False  # a compile after the first size fails the run

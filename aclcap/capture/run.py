@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from aclcap.capture import trace_cache
+from aclcap.capture.advice import breaks_allowed, fakes_advice, vllm_refuses, where
 from aclcap.capture.fresh import STALE_INPUTS, VARY_TRIES, inputs_are_fresh, varied_draw
 from aclcap.capture.frozen import FrozenValue, HostValues, read_reason, stale_reasons
 from aclcap.capture.options import CaptureOptions
@@ -66,8 +67,9 @@ class CaptureReport:
     mechanism: str
     rows: list[CaptureRow]
     trace: TraceReport
-    fullgraph: bool
+    fullgraph: bool  # vLLM's rule (the default): a graph break fails every size
     fail_on_recompile: bool = False
+    graph_mode: str = "full"
     model_path: str = ""  # as given: the JSON's `model` (`model` is the file's name)
     backend: BackendSummary = field(default_factory=BackendSummary)
     bisect: dict[str, Any] | None = None
@@ -284,7 +286,8 @@ def _capture_step(step: StepContext, options: CaptureOptions,
     mechanism = step.backend.mechanism
     report = CaptureReport(step.spec.name, step.device, step.dtype_name, mechanism, [], trace,
                            options.fullgraph, options.fail_on_recompile,
-                           str(step.spec.path), phases_s=clock.phases,
+                           graph_mode=options.graph_mode, model_path=str(step.spec.path),
+                           phases_s=clock.phases,
                            trace_cache=trace_cache.as_dict(hit))
     clock.lap("trace")
     # A read the eager step makes counts only where the traced step makes it too
@@ -305,6 +308,12 @@ def _capture_step(step: StepContext, options: CaptureOptions,
         said = [trace.error_line()] if trace.error else []
         report.rows = failed_rows(sizes, mechanism, _sourced(
             [read_reason(r, step.device) for r in unique.values()] + said, host))
+        return report
+    if trace.graph_breaks and options.fullgraph:
+        # vLLM's rule: its compile (fullgraph=True) fails at a break anywhere in the step,
+        # piecewise too (its split follows a whole trace): nothing is captured
+        report.rows = failed_rows(sizes, mechanism, _sourced(
+            _break_reasons(trace, str(step.spec.path), options.graph_mode), host))
         return report
     if trace.custom_ops_wrong_meta:
         # A graph compiled from a wrong fake allocates wrong buffers: running it can write
@@ -331,6 +340,8 @@ def _capture_step(step: StepContext, options: CaptureOptions,
         from aclcap.capture.trace import located
 
         reasons = [located(failure, step.spec.path), *_data_breaks(trace)]
+        if missing := trace.missing_fakes():  # export or Inductor met one (--allow-breaks)
+            reasons.append(fakes_advice(str(step.spec.path), missing, options.graph_mode))
         report.rows = failed_rows(sizes, mechanism, _sourced(reasons, host))
         return report
     by_size = report.captured = {c.size: c for c in captured}
@@ -351,6 +362,11 @@ def _capture_step(step: StepContext, options: CaptureOptions,
         advance("replaying padded sizes")
         report.rows += _pad_rows(step, by_size, mechanism)
         report.rows.sort(key=lambda r: r.size)
+    if trace.graph_breaks:  # captured around its breaks on request (--allow-breaks)
+        allowed = breaks_allowed(len(trace.graph_breaks),
+                                 [o["op"] for o in trace.custom_ops_outside_graph])
+        for row in report.rows:
+            row.warnings.append(allowed)
     if bisect and any(r.status == Status.FAIL for r in report.rows):
         from aclcap.capture.divergence import first_diverging_node
 
@@ -375,6 +391,17 @@ def _sourced(reasons: list[str], host: HostValues | None) -> list[str]:
 
 
 DATA_BREAK = "the step breaks its graph on tensor values"
+
+
+def _break_reasons(trace: TraceReport, model: str, graph_mode: str) -> list[str]:
+    """Why a step that does not trace as one graph fails every size: each break with its
+    line, each custom op left outside a graph with the line calling it, the commands that
+    write the missing fakes, and vLLM's rule."""
+    reasons = [f"graph break at {where(b.file, b.line)}: {b.reason}" for b in trace.graph_breaks]
+    reasons += trace.outside_reasons()
+    if missing := trace.missing_fakes():
+        reasons.append(fakes_advice(model, missing, graph_mode))
+    return [*reasons, vllm_refuses(len(trace.graph_breaks))]
 
 
 def _data_breaks(trace: TraceReport) -> list[str]:

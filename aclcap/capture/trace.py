@@ -236,14 +236,14 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
             if any(data_dependent(r) for r in log.break_reasons):
                 # What pinned the size was a value read on the host (`lengths.tolist()`
                 # feeding `torch.split`): the failure stands, a data-dependent one.
-                return _untraced(recorder.seen, {**pinned, "data_dependent": True}, [])
+                return _untraced(recorder, {**pinned, "data_dependent": True}, [])
     except Exception as exc:  # a hard error inside Dynamo: named, never an internal error
-        return _untraced(recorder.seen, _tracing_failure(exc, model_file),
+        return _untraced(recorder, _tracing_failure(exc, model_file),
                          log.compiles if logged else [])
     graphs = [graph.module for graph in log.graphs[0]] if log.graphs else []
     if not graphs and (skipped := [r for r, n in dynamo_counters()["unimplemented"].items()
                                    if n > given_up.get(r, 0)]):
-        return _untraced(recorder.seen, _skipped_frame(skipped[0], model_file),
+        return _untraced(recorder, _skipped_frame(skipped[0], model_file),
                          log.compiles if logged else [])
     ops_per_graph = [[n.target for n in gm.graph.nodes if n.op == "call_function"]
                      for gm in graphs]  # as explain counts them
@@ -275,21 +275,29 @@ def trace_model(model: torch.nn.Module, inputs_by_size: dict[int, tuple],
         custom_ops_in_graph=in_graph,
         custom_ops_outside_graph=[
             {"op": name, "reason": NO_META if name in meta_missing else
-             f"runs eagerly between graphs{where}"} for name in outside],
+             f"runs eagerly between graphs{where}", **_line(recorder, name)}
+            for name in outside],
         custom_ops_wrong_meta=wrong_meta,
         recompiles=log.compiles if logged else [],
         size_pinned=pinned,
     )
 
 
-def _untraced(seen: list[str], error: dict[str, Any], recompiles: list) -> TraceReport:
+def _untraced(recorder: CallRecorder, error: dict[str, Any], recompiles: list) -> TraceReport:
     """The report of a step that no graph came from: the failure, and every custom op the
     eager step called as outside any graph, those with no meta impl said so (the trace
     stops at the first; the user would meet the others one run at a time)."""
-    missing = _meta_missing(seen)
+    missing = _meta_missing(recorder.seen)
     return TraceReport(graph_count=0, custom_ops_outside_graph=[
         {"op": name, "reason": NO_META if name in missing else "tracing failed before any "
-         "graph"} for name in seen], error=error, recompiles=recompiles)
+         "graph", **_line(recorder, name)} for name in recorder.seen], error=error,
+        recompiles=recompiles)
+
+
+def _line(recorder: CallRecorder, op: str) -> dict[str, Any]:
+    """`file` and `line` of the user line that first called `op`, where one was seen."""
+    file, line = recorder.lines.get(op, (None, 0))
+    return {"file": file, "line": line} if file else {}
 
 
 def _meta_missing(names: list[str]) -> set[str]:

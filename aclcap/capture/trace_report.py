@@ -4,12 +4,12 @@ that finds its trace cached never needs."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aclcap.capture.advice import as_typed, fakes_advice, where
 from aclcap.graph.compiles import Compile
 
 # A tracing failure that a value read on the host leads to: the read is traced (into an
@@ -18,7 +18,7 @@ from aclcap.graph.compiles import Compile
 # pinned its own token count (`if x.shape[0] == 8`), which no host read explains (issue 50).
 _DATA_DEPENDENT = re.compile(r"data.dependent|DataDependent|unbacked", re.IGNORECASE)
 _UNBACKED = re.compile(r"\bu\d+\b")
-NO_META = "no meta impl: run `aclcap check-meta`"  # a custom op's reason outside any graph
+NO_META = "no fake impl"  # a custom op's reason outside any graph (advice.py says the fix)
 # What a custom op the trace checked gets wrong, by its `defect` (trace._wrong_fakes).
 WRONG = {"meta": "has a wrong meta impl", "schema": "returns a view its schema does not declare"}
 
@@ -37,13 +37,6 @@ def data_dependent(reason: str) -> bool:
     """A trace failure that a value read on the host leads to."""
     return bool(_DATA_DEPENDENT.search(reason)) or (
         "Constraints violated" in reason and bool(_UNBACKED.search(reason)))
-
-
-def _as_typed(path: str) -> str:
-    """A path as the user can paste it from where they ran: relative to the working folder
-    where it lies below it, else absolute (issue 50: `m_decode.py` lost its `models/`)."""
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
 
 
 @dataclass
@@ -84,13 +77,21 @@ class TraceReport:
             if op or where else f"torch.compile cannot trace the step: {e['reason']}"
         if not e["op"]:  # no op to blame: nothing for check-meta to check
             return text
-        model = _as_typed(e["model"]) if e.get("model") else "MODEL.py"
-        # every library whose ops the step calls without a meta, not only the first
-        spaces = dict.fromkeys([e["op"].split("::")[0], *(
-            o["op"].split("::")[0] for o in self.custom_ops_outside_graph
-            if o["reason"] == NO_META)])
-        namespaces = " ".join(f"--namespace {ns}" for ns in spaces)
-        return f"{text}; run `aclcap check-meta {namespaces} --samples-from {model}`"
+        model = e.get("model") or "MODEL.py"
+        if e["op"] in (missing := self.missing_fakes()):  # every op of the step without one
+            return f"{text}; {fakes_advice(model, missing)}"
+        return f"{text}; run `aclcap check-meta --namespace {e['op'].split('::')[0]} " \
+            f"--samples-from {as_typed(model)}`"
+
+    def missing_fakes(self) -> list[str]:
+        """The custom ops of the step with no fake impl, in the order the step called them."""
+        return [o["op"] for o in self.custom_ops_outside_graph if o["reason"] == NO_META]
+
+    def outside_reasons(self) -> list[str]:
+        """A line per custom op left outside every graph, with the line that calls it."""
+        return [f"{o['op']} runs outside any graph"
+                + (f", called at {where(o['file'], o['line'])}" if o.get("line") else "")
+                + f": {o['reason']}" for o in self.custom_ops_outside_graph]
 
     def passes_through(self, file: str, line: int) -> bool:
         """Whether a graph break or the tracing failure has `file:line` on its user stack:

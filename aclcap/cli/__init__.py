@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from aclcap.cache_budget import max_bytes
-from aclcap.cli._errors import OneLineErrors, closed_pipe, handle_errors, state
+from aclcap.cli._errors import OneLineErrors, closed_pipe, handle_errors, leave, state
 from aclcap.cli.bench import bench
 from aclcap.cli.build import build
 from aclcap.cli.capture import capture
@@ -52,8 +52,13 @@ app.command()(bench)
 
 def main() -> None:
     """Console entry point. A closed stdout met outside a command (its --help piped to
-    `head`) ends as quietly as one met inside it."""
+    `head`) ends as quietly as one met inside it; a command that says it is done
+    (`state.done`) ends without the interpreter's teardown (_errors.leave)."""
     try:
         app()
     except BrokenPipeError:
         sys.exit(closed_pipe())
+    except SystemExit as end:
+        if state.done:
+            leave(end.code)
+        raise

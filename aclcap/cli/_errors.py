@@ -4,12 +4,13 @@ happens, with or without --debug, which only adds the traceback."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 import typer.core
@@ -39,6 +40,8 @@ class _State:
     debug = False  # --debug: the traceback too, before the one-line error
     # --help anywhere: the group's callback runs before a command parses its own --help
     asks_help = False
+    # the command's work and output are done: the console script leaves at once (leave)
+    done = False
 
 
 state = _State()
@@ -67,6 +70,21 @@ def closed_pipe() -> int:
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     return EXIT_CLOSED_PIPE
+
+
+def leave(code: int | str | None) -> NoReturn:
+    """End the process now, as a command whose work and output are done may: atexit's
+    handlers run (the fork server is ended) and the output is flushed, but not the
+    interpreter's teardown, which frees every object torch and the op libraries made, one
+    by one: 0.4 to 0.55 s of a cold check-meta's 5.5 s on
+    the 2-core CI machine (a bare `import torch` spends 0.45 s of its 1.5 s there)."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone or a stream closed: nothing to keep
+            pass
+    os._exit(code if isinstance(code, int) else EXIT_OK if code is None else EXIT_FAILED)
 
 
 def handle_errors(command: F) -> F:
@@ -134,6 +152,7 @@ class OneLineErrors(typer.core.TyperGroup):
              complete_var: str | None = None, standalone_mode: bool = True,
              **extra: Any) -> Any:
         state.asks_help = "--help" in (sys.argv[1:] if args is None else args)
+        state.done = False
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except NoArgsIsHelpError as exc:  # `aclcap` alone: the help, as before

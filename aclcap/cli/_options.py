@@ -64,6 +64,20 @@ SplitOpsOpt = Annotated[str | None, typer.Option(
     "--split-ops", metavar="NS::OP,...", rich_help_panel=GRAPH,
     help="Piecewise: the ops to split at (default: SPLITTING_OPS).")]
 
+FakesOpt = Annotated[list[Path] | None, typer.Option(
+    "--fakes", metavar="FILE.py", rich_help_panel=INPUTS,
+    help="Fake impls to load after the model file (repeatable).")]
+
+
+def check_fakes(fakes: list[Path] | None) -> tuple[str, ...]:
+    """--fakes names existing files (a .py the synthesis wrote, or a .so of Meta kernels):
+    checked before anything is imported; loaded after the model file's import."""
+    for path in fakes or []:
+        if not path.is_file():
+            raise UsageError(f"--fakes {path}: no such file; pass the file `aclcap check-meta "
+                             "--synthesize FILE.py` wrote (or a .so of Meta kernels)")
+    return tuple(str(p) for p in fakes or [])
+
 
 # The names of graph/step.py's DTYPES, checked here before torch (which that map needs) is
 # imported; tests/test_cli_errors.py holds the two equal.

@@ -16,6 +16,7 @@ from aclcap.cli._options import (
     CpuMechanismOpt,
     DeviceOpt,
     DtypeOpt,
+    FakesOpt,
     JsonOpt,
     MaxAutotuneOpt,
     NprocOpt,
@@ -25,6 +26,7 @@ from aclcap.cli._options import (
     SplitOpsOpt,
     TimeoutOpt,
     check_dtype_name,
+    check_fakes,
     check_graph_mode,
     check_model_path,
     check_output_path,
@@ -69,6 +71,7 @@ def bench(
         "--graph-mode", metavar="MODES", rich_help_panel=GRAPH,
         help="full, piecewise, or both (full,piecewise).")] = "full",
     split_ops: SplitOpsOpt = None,
+    fakes: FakesOpt = None,
     max_autotune: MaxAutotuneOpt = False,
     cpu_mechanism: CpuMechanismOpt = "auto",
     nproc: NprocOpt = None,
@@ -113,6 +116,7 @@ def bench(
     sizes = parse_shapes(shapes) if shapes is not None else None
     baseline_doc = load_baseline(str(baseline)) if baseline is not None else None
     check_dtype_name(dtype)
+    fake_files = check_fakes(fakes)
     chosen = parse_modes(modes)
     from aclcap.errors import UsageError
     from aclcap.graph.options import parse_cpu_mechanism, parse_graph_mode
@@ -139,7 +143,7 @@ def bench(
         device=device, dtype=dtype, max_autotune=max_autotune, nproc=nproc, timeout=timeout,
         port=port, modes=chosen, rounds=rounds, pad=pad, profile=profile,
         min_time_s=min_time, max_time_s=max_time, graph_mode=graph_modes, split_ops=splits,
-        cpu_mechanism=mechanism)
+        cpu_mechanism=mechanism, fakes=fake_files)
     from aclcap.bench.run import run_bench
 
     quiet_torch()
@@ -153,11 +157,14 @@ def bench(
             result = run_bench_ranks(options, lambda phase: advance(f"rank 0: {phase}", 0, 0))
         op_rows = []
         if ops and not result.interrupted:
+            from aclcap.bench.opfloor import bound_op_floors
             from aclcap_ops import load, opbench
 
             load()
             advance("timing the bundled ops", 0, 0)
-            op_rows = opbench.measure_ops(opbench.DEFAULT_SIZES)
+            measured = opbench.measure_ops(opbench.DEFAULT_SIZES)
+            advance("timing the cache floors of the ops whose bytes fit in a cache", 0, 0)
+            op_rows = bound_op_floors(measured)
     doc = bench_report.to_document(result, opbench_report.to_dicts(op_rows))
     for path in (json_path, save_baseline):
         if path:
@@ -167,6 +174,7 @@ def bench(
         console.print(part)
     if op_rows:
         console.print(opbench_report.render(op_rows, console.width))
+        console.print(bench_report.op_floor_line(op_rows))
     if plot is not None:
         from aclcap.bench.plot import plot_bench
 

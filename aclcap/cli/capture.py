@@ -16,6 +16,7 @@ from aclcap.cli._options import (
     CpuMechanismOpt,
     DeviceOpt,
     DtypeOpt,
+    FakesOpt,
     GraphModeOpt,
     JsonOpt,
     MaxAutotuneOpt,
@@ -27,6 +28,7 @@ from aclcap.cli._options import (
     SplitOpsOpt,
     TimeoutOpt,
     check_dtype_name,
+    check_fakes,
     check_graph_mode,
     check_model_path,
     check_output_path,
@@ -47,10 +49,12 @@ def capture(
         metavar="MODEL.py", help="Defines build_model(device, dtype) and make_inputs(size, "
         "device, dtype).")] = None,
     shapes: ShapesOpt = None,
+    fakes: FakesOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
     fullgraph: Annotated[bool, typer.Option(
-        "--fullgraph", rich_help_panel=CHECKS, help="Fail on any graph break.")] = False,
+        "--fullgraph/--allow-breaks", rich_help_panel=CHECKS,
+        help="Fail on any graph break, as vLLM does (default).")] = True,
     pad: Annotated[bool, typer.Option(
         "--pad", rich_help_panel=CHECKS,
         help="Also replay the sizes between, padded up.")] = False,
@@ -106,8 +110,10 @@ def capture(
     """Trace MODEL.py with torch.compile (graph breaks, custom ops in and out of graphs),
     capture one graph per size (aclgraph / cudagraph / aoti), replay on fresh inputs and
     compare outputs and mutated inputs with eager. Every compile across the sizes is
-    listed with the guard that failed. Exit 1 on any mismatch or capture failure, a graph
-    break with --fullgraph, or a recompile with --fail-on-recompile."""
+    listed with the guard that failed. A graph break anywhere fails every size, as vLLM's
+    fullgraph=True compile does, piecewise too (--allow-breaks captures around breaks).
+    Exit 1 on any mismatch, capture failure or graph break, or a recompile with
+    --fail-on-recompile."""
     from aclcap.devices import check_nproc, resolve_device
     from aclcap.loading.model_file import parse_shapes
     from aclcap.report import capture as capture_report
@@ -136,6 +142,7 @@ def capture(
     check_model_path(model)
     sizes = parse_shapes(shapes) if shapes is not None else None
     check_dtype_name(dtype)
+    fake_files = check_fakes(fakes)
     check_graph_mode(graph_mode)
     mode, splits = parse_graph_mode(graph_mode, split_ops)
     mechanism = parse_cpu_mechanism(cpu_mechanism)
@@ -155,7 +162,7 @@ def capture(
         device=device, dtype=dtype, compile_backend=compile_backend, max_autotune=max_autotune,
         use_cache=not no_cache, nproc=nproc, timeout=timeout, port=port, fullgraph=fullgraph,
         pad=pad, bisect=bisect, fail_on_recompile=fail_on_recompile, graph_mode=mode,
-        split_ops=splits, cpu_mechanism=mechanism)
+        split_ops=splits, cpu_mechanism=mechanism, fakes=fake_files)
     quiet_torch()
     with progress_bar() as progress:
         advance = stepper(progress)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from aclcap.cli._errors import EXIT_FAILED, EXIT_OK, handle_errors
+from aclcap.cli._errors import EXIT_FAILED, EXIT_OK, handle_errors, state
 from aclcap.cli._options import (
     CHECKS,
     INPUTS,
@@ -183,6 +183,7 @@ def check_meta(
                          "real metas from an op's samples" if written else ""))
     if reasons := meta_report.exit_reasons(result, synthesized):
         console.print(f"exit 1: {', '.join(reasons)}", highlight=False, markup=False)
+    state.done = True  # every file and line written: no teardown of torch's heap (main)
     raise typer.Exit(EXIT_FAILED if reasons else EXIT_OK)
 
 

@@ -32,6 +32,9 @@ class StepOptions:
     graph_mode: str = "full"  # full: one graph per size; piecewise: split at splitting ops
     split_ops: tuple[str, ...] | None = None  # --split-ops; None: the model's SPLITTING_OPS
     cpu_mechanism: str = "auto"  # auto: aoti, inductor where torch.export fails
+    # --fakes: fake impls (the file `check-meta --synthesize` writes) loaded after the model
+    # file's import, which loads the ops they register on
+    fakes: tuple[str, ...] = ()
 
     # Every field is either keyed (it changes the artifact's code: cache_factors() reads it)
     # or ignored, with the reason. A test fails on a field in neither, so a new option has
@@ -51,6 +54,8 @@ class StepOptions:
         "graph_mode": "piecewise artifacts are keyed on each piece's own exported program",
         "split_ops": "they change the pieces, whose exported programs are keyed",
         "cpu_mechanism": "an inductor capture writes no artifact: Inductor keys its own",
+        "fakes": "keyed through the exported program's custom op calls (their fake outputs) "
+                 "and, for the trace, the files' bytes (library_fingerprint)",
     }
 
     def inductor_configs(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import random
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,6 +18,7 @@ from aclcap.devices import resolve_device
 from aclcap.errors import UsageError
 from aclcap.graph.backends.base import Backend, StepContext
 from aclcap.graph.compiles import resolve_compile_backend
+from aclcap.loading.libraries import load_libraries
 from aclcap.loading.model_file import instantiate_model, load_model_file, probe_inputs
 
 if TYPE_CHECKING:
@@ -91,6 +93,9 @@ def prepare_step(options: StepOptions) -> StepContext:
         reset_dynamo()  # (not imported yet: nothing to reset, and a warm capture
         # that finds its trace cached never needs Dynamo: 0.5 s of imports saved)
     spec = load_model_file(options.model)
+    if options.fakes:  # after the import, which defines the ops they register on
+        load_libraries(list(options.fakes))
+        spec.fakes = [str(Path(f).resolve()) for f in options.fakes]
     model = instantiate_model(spec, resolved, torch_dtype)
     dims, hosts = probe_inputs(spec, resolved, torch_dtype)
     return StepContext(spec, model, resolved, torch_dtype, options.dtype, dims,

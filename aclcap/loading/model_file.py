@@ -33,6 +33,11 @@ class ModelSpec:
     # pad_inputs(inputs, size, padded_size): how --pad pads a draw; None: aclcap repeats the
     # last token (graph/padding.py)
     pad_inputs: Callable[..., Any] | None = None
+    # The compiled libraries the file's import loaded (torch.ops.load_library, or a plugin
+    # package that loads its own): what defines its ops, for the caches' keys and for the
+    # header of the fakes synthesized from it.
+    loads: list[str] = field(default_factory=list)
+    fakes: list[str] = field(default_factory=list)  # --fakes, loaded after the import
 
     @property
     def name(self) -> str:
@@ -54,10 +59,13 @@ def parse_shapes(text: str) -> list[int]:
 def _import_once(path: Path, digest: str) -> Any:
     """Import the file by path; the same text is imported once per process, because a
     model file may register ops at import (torch refuses a second registration)."""
+    import torch
+
     name = "aclcap_model_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
     loaded = sys.modules.get(name)
     if loaded is not None and getattr(loaded, "_aclcap_source_sha256", None) == digest:
         return loaded
+    before = set(torch.ops.loaded_libraries)
     try:
         module = import_by_path(name, path.resolve())
     except UsageError:
@@ -67,6 +75,7 @@ def _import_once(path: Path, digest: str) -> Any:
     except Exception as exc:
         raise UsageError(f"model file {path} failed to import: {last_line(exc)}") from exc
     module._aclcap_source_sha256 = digest
+    module._aclcap_loads = sorted(set(torch.ops.loaded_libraries) - before)
     return module
 
 
@@ -119,7 +128,7 @@ def load_model_file(path: str | Path) -> ModelSpec:
     return ModelSpec(path, module.build_model, module.make_inputs, tolerance, libs,
                      sorted(set(shapes)), hashlib.sha256(source).hexdigest(),
                      bool(getattr(module, "LOGITS", False)), list(replicated),
-                     list(splitting), pad_inputs)
+                     list(splitting), pad_inputs, list(module._aclcap_loads))
 
 
 def instantiate_model(spec: ModelSpec, device: Any, dtype: Any) -> Any:

@@ -24,7 +24,7 @@ class WorkerProcess:
 
     def __init__(self, request: WorkerRequest) -> None:
         context = _forkserver.context()
-        self.conn, child_end = context.Pipe(duplex=False)
+        self.conn, child_end = context.Pipe()  # events up, a pulled worker's ops down
         log = tempfile.NamedTemporaryFile(prefix="aclcap-worker-", suffix=".log", delete=False)
         log.close()
         self.log = Path(log.name)
@@ -33,6 +33,14 @@ class WorkerProcess:
             args=(request.to_json(), child_end, str(self.log)), name="aclcap-check-meta-worker")
         self.proc.start()
         child_end.close()
+
+    def hand(self, op: str) -> None:
+        """A pulled worker's next op ("": no more). One already dead is found by the next
+        read (an end of file)."""
+        try:
+            self.conn.send_bytes(op.encode())
+        except OSError:
+            pass
 
     def next_event(self, timeout_s: float) -> Event | None:
         """The next event; None on EOF (the worker died). TimeoutError past the deadline."""

@@ -13,7 +13,7 @@ import torch
 from aclcap.draw_state import restorer
 from aclcap.meta.observe import BUILD, STEP, RecordedCall
 from aclcap.meta.recorder import CallRecorder
-from aclcap.meta.sample_inputs import SampleInput
+from aclcap.meta.sample_inputs import SampleInput, seed_all
 
 MAX_PER_OP = 3
 
@@ -31,6 +31,11 @@ def harvest(model_path: str, shapes: list[int] | None, device: str, dtype: torch
     from aclcap.loading.model_file import instantiate_model, load_model_file, make_step_inputs
 
     spec = load_model_file(model_path)
+    # Every worker harvests the same calls, whatever its process drew before: the verifying
+    # worker remakes the held-out calls by their keys, and `make_inputs` draws from Python's
+    # `random` too (seeded anew in each worker server; the held-out calls went missing on a
+    # warm result cache, issue 58)
+    seed_all()
     recorder.site_file = str(spec.path.resolve())
     recorder.phase = BUILD
     with torch.no_grad(), recorder:

@@ -1,6 +1,6 @@
 """What check-meta's parent and worker say to each other: one request on the worker's stdin,
 then one JSON line per event on its result pipe (`ready`, `error`, `start`, `check`,
-`result`).
+`result`); a pulled worker reads the name of its next op from that pipe.
 Typed here once, so runner.py builds them and worker.py reads them by field, not by key."""
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ class WorkerRequest:
     # "verify" (the battery on the calls `synthesis[op]["keys"]` names)
     mode: str = "check"
     synthesis: dict = field(default_factory=dict)
+    threads: int = 0  # intra-op threads for the kernels (0: torch's own default)
+    # "check": the parent hands the ops one name at a time down the pipe, as the worker
+    # answers each (runner._Deal), an empty name ending them; `ops` lists every one
+    pulled: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 
 from aclcap._compat import OpOverload, OpOverloadPacket
 from aclcap._tensors import clone_tensors
+from aclcap.frames import user_line
 from aclcap.meta.observe import STEP, RecordedCall, observed_inputs, record
 
 
@@ -50,6 +51,7 @@ class CallRecorder(TorchFunctionMode):
         self.setup: Callable[[], None] | None = None  # puts back the running draw's state
         self.records: list[RecordedCall] = []
         self.seen: list[str] = []
+        self.lines: dict[str, tuple[str, int]] = {}  # op -> the user line of its first call
         self._keys: set[tuple] = set()
         self._per_op: Counter[str] = Counter()
 
@@ -60,6 +62,8 @@ class CallRecorder(TorchFunctionMode):
             return func(*args, **kwargs)
         if op._schema.name not in self.seen:
             self.seen.append(op._schema.name)
+            if (line := user_line()) is not None:
+                self.lines[op._schema.name] = line
         key = (observed_inputs(op, args, kwargs).key(), self.step_size)
         full = self.max_per_op is not None and self._per_op[key[0][0]] >= self.max_per_op
         if key in self._keys or full:

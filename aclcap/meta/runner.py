@@ -4,6 +4,8 @@ a worker process (worker.py) so that a segfault or a hang costs one op, not the 
 from __future__ import annotations
 
 import os
+import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -32,7 +34,11 @@ from aclcap.status import FAILING, Finding, Severity, Status
 
 HUNG = "hung"  # how a call that never answered died
 
-OPS_PER_WORKER = 4
+# A check worker's start (fork, libraries, its first compile) costs about three ops' checks:
+# the test library's seven ops took 3.4 s in two workers against 4.1 s in one (paired
+# medians of 8, the quiet 2-core machine; 1.09x of one at a load of 2.4). Synthesis keeps 4.
+OPS_PER_WORKER = 3
+SYNTHESIS_OPS_PER_WORKER = 4
 # One call synthesis observes: a kernel that hangs on a varied value (random_walk at p=0)
 # costs that call, skipped in a fresh worker, not the op's whole --timeout.
 CALL_TIMEOUT_S = 20.0
@@ -171,41 +177,92 @@ def _model_namespaces(path: str) -> set[str]:
     return added | set(load_libraries(load_model_file(path).op_libraries))
 
 
-def worker_count(ops: int, cores: int | None = None) -> int:
-    """Workers for `ops` ops: one per core, each with OPS_PER_WORKER ops at least, since a
+def worker_count(ops: int, cores: int | None = None, per_worker: int = OPS_PER_WORKER) -> int:
+    """Workers for `ops` ops: one per core, each with `per_worker` ops at least, since a
     worker's start (the libraries, any --samples-from model's steps, Dynamo's first
     compile; torch's import is the fork server's, once) costs about that many ops' checks."""
-    return max(1, min(cores or os.cpu_count() or 1, ops // OPS_PER_WORKER))
+    return max(1, min(cores or os.cpu_count() or 1, ops // per_worker))
 
 
 def run_checks(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
                on_done: Callable[[str], None] | None = None, mode: str = "check",
                synthesis: dict | None = None) -> dict[str, _Checked]:
-    """qualname -> outcome for each op, in `worker_count` workers side by side (the ops
-    dealt round-robin), each restarted past a crash; `mode` and `synthesis` make them meta
-    synthesis's workers (messages.WorkerRequest)."""
+    """qualname -> outcome for each op, in `worker_count` workers side by side, each
+    restarted past a crash; `mode` and `synthesis` make them meta synthesis's workers
+    (messages.WorkerRequest). check-meta's workers are handed one op at a time as they
+    answer one (_Deal); synthesis's are dealt theirs round-robin up front."""
     device = options.device
     pending = [OpRequest(o.qualname, o.meta_kind, o.meta_source,
                          device if _has_kernel_for(o, device) else "cpu") for o in ops]
-    count = worker_count(len(pending))
+    count = worker_count(len(pending), per_worker=OPS_PER_WORKER if mode == "check" else
+                         SYNTHESIS_OPS_PER_WORKER)
+    deal = _Deal(pending) if mode == "check" else None
     if count == 1:
-        return _run_worker(pending, options, namespaces, on_done, mode, synthesis)
+        return _run_worker([] if deal else pending, options, namespaces, on_done, mode,
+                           synthesis, deal=deal)
+    threads = threads_each(count) if mode == "check" else 0
     with ThreadPoolExecutor(count) as pool:  # each thread waits on its worker's pipe
-        shares = [pool.submit(_run_worker, pending[i::count], options, namespaces, on_done,
-                              mode, synthesis) for i in range(count)]
+        shares = [pool.submit(_run_worker, [] if deal else pending[i::count], options,
+                              namespaces, on_done, mode, synthesis, threads, deal)
+                  for i in range(count)]
         return {op: got for share in shares for op, got in share.result().items()}
 
 
+class _Deal:
+    """A check run's ops not yet handed to a worker, shared by the threads that wait on the
+    workers: each worker is handed its next op as it answers one. Dealt round-robin up
+    front, one worker drew the bundled library's two slowest ops and ended 1.5 s after the
+    other (5 s on the loaded 2-core machine), which sat idle."""
+
+    def __init__(self, ops: list[OpRequest]) -> None:
+        self.ops = ops  # every op, in every worker's request: a handed name is looked up
+        self._left = deque(ops)
+        self._lock = threading.Lock()
+
+    def take(self) -> OpRequest | None:
+        with self._lock:
+            return self._left.popleft() if self._left else None
+
+    def rest(self) -> list[OpRequest]:
+        """Every op not handed yet, all taken (a worker that cannot go on is blamed for
+        them, as it was for its share when the ops were dealt up front)."""
+        with self._lock:
+            rest = list(self._left)
+            self._left.clear()
+            return rest
+
+    def __bool__(self) -> bool:
+        with self._lock:
+            return bool(self._left)
+
+
+def threads_each(workers: int, cores: int | None = None) -> int:
+    """Intra-op threads per check worker: the cores shared out among the workers side by
+    side. A team of two threads, one on a core another process holds, spin-waits at every
+    parallel kernel (the bundled kernels' runs took 1.1 s with two threads against 0.05 s
+    with one, on the loaded 2-core machine); they parallelize over rows, so their values
+    do not change with the count."""
+    return max(1, (cores or os.cpu_count() or 1) // workers)
+
+
 def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces: list[str],
-                on_done: Callable[[str], None] | None, mode: str, synthesis: dict | None
-                ) -> dict[str, _Checked]:
-    """One worker's share of the ops, restarting it past a crash."""
+                on_done: Callable[[str], None] | None, mode: str, synthesis: dict | None,
+                threads: int = 0, deal: _Deal | None = None) -> dict[str, _Checked]:
+    """One worker's share of the ops, restarting it past a crash. With a `deal` the share
+    is handed one op at a time (`pending`: the op handed and not answered yet)."""
     results: dict[str, _Checked] = {}
     device = options.device
 
     def blame_all(status: Status, reason: str) -> None:
-        for op in pending:
+        for op in pending + (deal.rest() if deal else []):
             results[op.qualname] = _Checked(status, [Finding(reason)])
+
+    def hand(worker: WorkerProcess) -> None:
+        """The worker's next op from the deal, or the end of its ops (no name)."""
+        if deal is not None:
+            op = deal.take()
+            pending.extend([op] if op else [])
+            worker.hand(op.qualname if op else "")
 
     def done(op: str) -> None:
         nonlocal pending
@@ -213,10 +270,12 @@ def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces:
         if on_done:
             on_done(op)
 
-    while pending:
-        request = WorkerRequest([_lib_arg(s) for s in options.libs], pending, options.strict,
+    while pending or deal:
+        request = WorkerRequest([_lib_arg(s) for s in options.libs],
+                                deal.ops if deal else pending, options.strict,
                                 list(options.dtypes), device, options.samples_from,
-                                options.shapes, namespaces, mode, synthesis or {})
+                                options.shapes, namespaces, mode, synthesis or {}, threads,
+                                pulled=deal is not None)
         worker = WorkerProcess(request)
         try:
             try:
@@ -228,6 +287,7 @@ def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces:
                 return results
             if isinstance(ready, Error):
                 raise UsageError(ready.message)
+            hand(worker)
             current, step = None, None
             while pending:
                 deadline = WORKER_START_TIMEOUT_S if current is None else \
@@ -268,6 +328,7 @@ def _run_worker(pending: list[OpRequest], options: CheckMetaOptions, namespaces:
                                                  event.check_s)
                     current = None
                     done(event.op)
+                    hand(worker)
         finally:
             worker.close()
     return results
@@ -289,9 +350,10 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
     the result cache holds (options.use_cache) takes its row from there instead."""
     models = [str(Path(m).resolve()) for m in options.samples_from]
     with recording():  # the Python kernels' functions, for the cache's keys
-        added = load_libraries(options.libs)
-        for model in models:
-            added = sorted({*added, *_model_namespaces(model)})
+        # the model files first, as in the workers: what their imports load defines the ops
+        # a fakes file among the libraries registers on
+        added = sorted({ns for model in models for ns in _model_namespaces(model)})
+        added = sorted({*added, *load_libraries(options.libs)})
     namespaces = options.namespaces or added
     ops = list_ops(namespaces)
     if not ops:
@@ -312,8 +374,9 @@ def check_meta(options: CheckMetaOptions, on_start: Callable[[int], None] | None
                 + (" (it has no meta impl either)" if o.meta_kind == MetaKind.MISSING else ""))])
         elif o.meta_kind == MetaKind.MISSING:
             outcome = _Checked(Status.MISSING, [Finding(
-                f"no meta impl: {_untraceable(o)}; `aclcap check-meta --emit-stubs FILE` "
-                "writes a register_fake to start from")])
+                f"no meta impl: {_untraceable(o)}; `--synthesize FILE.py` writes a verified "
+                "fake from the kernel's real calls (its samples, or --samples-from MODEL.py), "
+                "`--emit-stubs FILE` a register_fake to start from")])
         elif o.meta_kind == MetaKind.NO_TENSOR:
             outcome = _Checked(Status.PASS, [])
         elif o.meta_kind == MetaKind.COMPOSITE_CPP and not _has_samples(o, checked):

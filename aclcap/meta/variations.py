@@ -361,14 +361,33 @@ def _bool_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]
                             f"{a.name}: {value} -> {not value}", "bool")
 
 
-def _none_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+def _left_out(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
     """Each optional argument the sample gives, left out (None): `dim_size` given and None
     are two regimes of one op (a size from the argument, or one that follows the data), as
     are `out` given (the output is `out`) and None, and a `dtype` given or defaulted."""
     for a, slot, value in _slots(op, sample):
         if value is not None and str(a.type).startswith("Optional["):
-            yield from _and_redrawn(op, Variation(_replace(sample, {slot: None}),
-                                                  f"{a.name}: given -> None", "none"))
+            yield Variation(_replace(sample, {slot: None}), f"{a.name}: given -> None", "none")
+
+
+def _none_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Each optional argument left out (_left_out), then with other values too."""
+    for variation in _left_out(op, sample):
+        yield from _and_redrawn(op, variation)
+
+
+def _regime_layout_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Every tensor's other layouts (_layout_variations) again in each other regime a
+    variation opens: an optional argument left out, a float zeroed or negated, a bool
+    flipped. A kernel that keeps its input's layout in one regime only (`x.clone()` where
+    `limit` is None, `zeros_like` at temperature 0) shows it only there; its samples, all
+    in the other regime, never did (issue 58)."""
+    regimes = itertools.chain(_left_out(op, sample), _float_changes(op, sample),
+                              _bool_variations(op, sample))
+    for regime in regimes:
+        for laid in _layout_variations(op, regime.sample):
+            yield Variation(laid.sample, f"{regime.description}, {laid.description}",
+                            "layout")
 
 
 def _and_redrawn(op: OpOverload, variation: Variation) -> Iterator[Variation]:
@@ -394,14 +413,21 @@ def _index_rank_variations(op: OpOverload, sample: SampleInput) -> Iterator[Vari
                             f"{a.name} alone: a leading dim of 2 added", "index-rank")
 
 
-def _float_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
-    """Float arguments negated and zeroed (0 becomes 1 and -1): where an optional output
-    depends on one (`None if scale_ub > 0`), these calls tell `> 0` from `!= 0`."""
+def _float_changes(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Float arguments negated and zeroed (0 becomes 1 and -1)."""
     for a, slot, value in _slots(op, sample):
         if isinstance(value, float):
             for new in (-value, 0.0) if value else (1.0, -1.0):
-                yield from _and_redrawn(op, Variation(_replace(sample, {slot: new}),
-                                                      f"{a.name}: {value:g} -> {new:g}", "float"))
+                yield Variation(_replace(sample, {slot: new}), f"{a.name}: {value:g} -> "
+                                f"{new:g}", "float")
+
+
+def _float_variations(op: OpOverload, sample: SampleInput) -> Iterator[Variation]:
+    """Float arguments changed (_float_changes), then with other values too: where an
+    optional output depends on one (`None if scale_ub > 0`), these calls tell `> 0` from
+    `!= 0`."""
+    for variation in _float_changes(op, sample):
+        yield from _and_redrawn(op, variation)
 
 
 def _dtype_variations(op: OpOverload, sample: SampleInput,
@@ -585,6 +611,46 @@ def _layout_variations(op: OpOverload, sample: SampleInput
                 memory_format=torch.channels_last)}), f"{a.name}: channels-last", "layout")
 
 
+Outputs = list[tuple[tuple[int, ...], torch.dtype] | None]
+
+
+def supplied(op: OpOverload, sample: SampleInput, outputs_of: Callable[[], Outputs | None]
+             ) -> Iterator[Variation]:
+    """Each optional argument the sample leaves None, given: a `Tensor?` a tensor of each
+    output's shape and dtype (an `out=` of the right shape), and of output 0's with its
+    first dim one longer (a size that then follows `out`, not the data); an `int?` each of
+    output 0's dim sizes, and one more than the largest (a `dim_size`). `outputs_of()`:
+    the (shape, dtype) of each output of the sample's own call, asked only where an
+    argument is left None. A step that never passes `out=` showed one regime only, and the
+    fake of the other was a guess (torch-scatter's `scatter_max` given `out` returns `out`
+    itself, issue 58)."""
+    left = [(a, slot) for a, slot, value in _slots(op, sample)
+            if value is None and str(a.type).startswith("Optional[")]
+    outputs = outputs_of() if left else None
+    shapes = [o for o in outputs or [] if o is not None]
+    for a, slot in left:
+        if str(a.type) == "Optional[Tensor]":
+            made = [(shape, dtype) for shape, dtype in dict.fromkeys(shapes)]
+            if shapes and shapes[0][0]:
+                shape, dtype = shapes[0]
+                made.append(((shape[0] + 1, *shape[1:]), dtype))
+            for shape, dtype in made:
+                tensor = torch.zeros(shape, dtype=dtype, device=_device(sample))
+                yield Variation(_replace(sample, {slot: tensor}),
+                                f"{a.name}: None -> a tensor of {list(shape)}", "none")
+        elif str(a.type) in ("Optional[int]", "Optional[SymInt]") and shapes:
+            sizes = sorted(set(shapes[0][0]))
+            for new in dict.fromkeys([*sizes[:2], *([sizes[-1] + 1] if sizes else [])]):
+                yield Variation(_replace(sample, {slot: new}), f"{a.name}: None -> {new}",
+                                "none")
+
+
+def _device(sample: SampleInput) -> torch.device:
+    """Where the sample's tensors live (cpu where it has none)."""
+    return next((v.device for v in (*sample.args, *sample.kwargs.values())
+                 if isinstance(v, torch.Tensor)), torch.device("cpu"))
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -605,7 +671,8 @@ def variations(op: OpOverload, sample: SampleInput,
              _dtype_variations(op, sample, dtypes), _rank_variations(op, sample),
              _index_rank_variations(op, sample), _batch_variation(op, sample),
              _group_dim_variations(op, sample),
-             _layout_variations(op, sample), _float_variations(op, sample)]
+             _layout_variations(op, sample), _float_variations(op, sample),
+             _regime_layout_variations(op, sample)]
     produced = 0
     while kinds:
         for made in list(kinds):

@@ -8,7 +8,10 @@ import os
 import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aclcap.meta.messages import OpRequest, WorkerRequest
 
 
 def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator[Any]:
@@ -23,6 +26,17 @@ def _declared_samples(qualname: str, device: str, dtypes: list[Any]) -> Iterator
     seed_all()  # the same samples in every run and worker, whatever ran before
     for dtype in dtypes:
         yield from make(torch.device(device), dtype)
+
+
+def _handed(request: WorkerRequest, pipe: Connection) -> Iterator[OpRequest]:
+    """The request's ops in order, or, pulled, each op whose name the parent sends, until
+    an empty name."""
+    if not request.pulled:
+        yield from request.ops
+        return
+    by_name = {op.qualname: op for op in request.ops}
+    while name := pipe.recv_bytes().decode():
+        yield by_name[name]
 
 
 def serve(request_json: str, out: Connection, log: str) -> None:
@@ -51,22 +65,40 @@ def serve(request_json: str, out: Connection, log: str) -> None:
     request = WorkerRequest.from_json(request_json)
     import torch
 
-    from aclcap.errors import first_line
+    from aclcap._compat import skip_guard_latency_profile
+    from aclcap.errors import UsageError, first_line
     from aclcap.loading.libraries import load_libraries
+    from aclcap.loading.model_file import load_model_file
     from aclcap.meta.checks import check_op
     from aclcap.meta.harvest import harvest, harvest_recorder, samples_of
     from aclcap.meta.sample_inputs import declared_words
     from aclcap.status import Finding, Status
 
-    load_libraries(request.libs)
+    skip_guard_latency_profile()  # a metric's: up to a quarter of each compile (_compat.py)
+    if request.threads:  # the cores shared among the workers side by side (runner.py)
+        torch.set_num_threads(min(request.threads, torch.get_num_threads()))
     dtypes = [getattr(torch, name) for name in request.dtypes]
     recorder = harvest_recorder(set(request.namespaces))
-    for model in request.samples_from:
+
+    def failed(label: str, call: Any) -> bool:
+        """Run one start-up step; bad input (a library's, a model file's own error) is
+        named in the Error the parent reports."""
         try:
-            harvest(model, request.shapes, request.device, torch.float32, recorder)
-        except Exception as exc:  # the model file's own error: bad input, named
-            emit(Error(f"--samples-from {model}: {first_line(exc)}"))
-            return
+            call()
+        except Exception as exc:
+            emit(Error(label + (str(exc) if isinstance(exc, UsageError) else first_line(exc))))
+            return True
+        return False
+
+    # What a model file's import loads (its op library, a plugin package that registers its
+    # namespaces, as vllm_ascend's does) comes before the libraries: a fakes file among them
+    # registers on ops that must exist by then.
+    models = request.samples_from
+    if any(failed(f"--samples-from {m}: ", lambda m=m: load_model_file(m)) for m in models) \
+            or failed("", lambda: load_libraries(request.libs)) \
+            or any(failed(f"--samples-from {m}: ", lambda m=m: harvest(
+                m, request.shapes, request.device, torch.float32, recorder)) for m in models):
+        return
     emit(Ready())
     if request.mode != "check":
         from aclcap.meta.synthesize.worker_side import synthesis_events
@@ -74,7 +106,7 @@ def serve(request_json: str, out: Connection, log: str) -> None:
         for event in synthesis_events(request, recorder.records, emit):
             emit(event)
         return
-    for op in request.ops:
+    for op in _handed(request, out):
         emit(Start(op.qualname))
         started = time.perf_counter()
         try:

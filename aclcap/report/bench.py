@@ -3,17 +3,21 @@ and `--profile`'s tables."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
+from aclcap.bench.caches import MEMORY
 from aclcap.bench.stats import UNSTABLE_CI, UNSTABLE_SPREAD, ci_half_width
 from aclcap.report import profile
-from aclcap.report.layout import WIDE, Col, document, line, num, short, table, times
+from aclcap.report.layout import WIDE, Col, document, line, num, plain, short, table, times
 
 if TYPE_CHECKING:
+    from aclcap.bench.opfloor import BoundedOpRow
     from aclcap.bench.run import BenchReport, BenchRow
 
 _BENCH = (Col("size", "size"), Col("mode", "mode", True), Col("mechanism", None, True),
@@ -54,6 +58,7 @@ def to_document(result: BenchReport, ops: list[dict]) -> dict:
                     interrupted=result.interrupted, unstable=result.unstable, ops=ops,
                     read_gbps={str(k): v for k, v in result.read_gbps.items()},
                     floor_passes={str(k): v for k, v in result.floor_passes.items()},
+                    floor_levels={str(k): v for k, v in result.floor_levels.items()},
                     max_autotune=result.max_autotune,
                     step_bytes={str(k): asdict(v) for k, v in result.step_bytes.items()},
                     profile=profile.to_dicts(result))
@@ -141,7 +146,8 @@ def bench_lines(result: BenchReport) -> list[str]:
 
 
 def floor_lines(result: BenchReport) -> list[str]:
-    """Per size, the bytes a step must move and each mode's time over that floor."""
+    """Per size, the bytes a step must move, where its floor was read from, and each mode's
+    time over that floor."""
     lines = []
     for size, b in result.step_bytes.items():
         if size not in result.read_gbps:
@@ -152,6 +158,30 @@ def floor_lines(result: BenchReport) -> list[str]:
         lines.append(f"size {size}: a step moves {b.total / 2**20:.1f} MiB (weights "
                      f"{b.params_bytes / 2**20:.1f}, inputs {b.inputs_bytes / 2**20:.1f}, "
                      f"written {b.written_bytes / 2**20:.2f}): floor {b.total / gbps / 1e3:.0f} "
-                     f"µs at {gbps:.1f} GB/s (the fastest of {result.floor_passes[size]} read "
-                     f"passes over as many bytes, between the modes' rounds); {over}")
+                     f"µs at {gbps:.1f} GB/s {_read_from(result.floor_levels[size])} (the "
+                     f"fastest of {result.floor_passes[size]} read passes over as many bytes, "
+                     f"between the modes' rounds); {over}")
     return lines
+
+
+def op_floor_line(rows: list[BoundedOpRow]) -> Text:
+    """Under the --ops table: which floor its kernel/floor column divides by, per level
+    (each JSON row names its own: `floor_level`)."""
+    counts = Counter(r.floor_level for r in rows)
+    cached = {level: n for level, n in sorted(counts.items()) if level != MEMORY}
+    parts = []
+    if cached:
+        each = ", ".join(f"{level} {n}" for level, n in cached.items())
+        parts.append(f"{sum(cached.values())} rows' bytes fit in a cache ({each}): their floor "
+                     "is the faster of the op's own pass and one call moving as many bytes "
+                     "kept in that cache")
+    if counts[MEMORY]:
+        parts.append(f"{counts[MEMORY]} rows' floor is the op's own pass, from memory")
+    return plain(f"floors: {'; '.join(parts)} (JSON floor_level, per row)")
+
+
+def _read_from(level: str) -> str:
+    """`from the L3 cache`, `from memory`, or on a device `on cuda`: which floor it is."""
+    if level == MEMORY:
+        return "from memory"
+    return f"from the {level} cache" if level.startswith("L") else f"on {level}"

@@ -45,7 +45,8 @@ def render(result: CaptureReport, width: int, per_rank: bool = False) -> list[Re
     parts += [plain(text) for text in trace_lines(result)]
     parts += [line(f"[red]across ranks:[/] {escape(problem)}") for problem in result.cross_rank]
     if result.fullgraph and result.trace.graph_breaks:
-        parts.append(line("[red]--fullgraph: the model does not trace as one graph[/]"))
+        parts.append(line("[red]the model does not trace as one graph: vLLM (fullgraph=True) "
+                          "would refuse it[/]"))
     return parts
 
 
@@ -240,7 +241,8 @@ def mechanism_line(result: CaptureReport) -> str:
                 f"exist on a CPU): {short_paths(facts.artifact)}, {mib:.1f} MiB, {cache}")
     if result.mechanism == "inductor":
         why = f"torch.export could not take the step; {facts.export_failed}" \
-            if facts.export_failed else "chosen by --cpu-mechanism inductor"
+            if facts.export_failed else f"torch.export took the step, but {facts.aoti_refused}" \
+            if facts.aoti_refused else "chosen by --cpu-mechanism inductor"
         return ("mechanism: inductor (Dynamo's graph compiled by Inductor, as vLLM's graph "
                 "mode compiles it, one compile for all sizes; no device graphs exist on a "
                 f"CPU), {facts.compiles} compile(s) in {facts.compile_s or 0:.1f} s: {why}")
@@ -289,8 +291,13 @@ def trace_lines(result: CaptureReport) -> list[str]:
     for br in trace.graph_breaks:
         lines.append(f"  break at {short_paths(br.file)}:{br.line}: {br.reason}")
     lines.append("custom ops in graph: " + (", ".join(trace.custom_ops_in_graph) or "none"))
-    for op in trace.custom_ops_outside_graph:
-        lines.append(f"custom op outside any graph: {op['op']}: {op['reason']}")
+    lines += [f"custom op {reason}" for reason in trace.outside_reasons()]
+    if missing := trace.missing_fakes():
+        from aclcap.capture.advice import fakes_advice
+
+        advice = fakes_advice(result.model_path, missing, result.graph_mode)
+        if not trace.error and not any(advice in r.reasons for r in result.rows):
+            lines.append(f"  {advice}")  # else the failure or the rows said it already
     for op in trace.custom_ops_wrong_meta:
         lines.append(f"custom op that {WRONG[op.get('defect', 'meta')]}: {op['op']}: "
                      f"{op['reason']}")

@@ -40,7 +40,10 @@ def test_scatter_ops_have_the_dim_size_regimes_and_stay_unregistered_composites(
     assert set(synthesis) == {f"torch_scatter::scatter_{n}.default" for n in OPS}
     for s in synthesis.values():
         assert s["status"] == "not_registered" and "C++ composite" in s["verdict"]
-        assert s["rule"][0].startswith("out 0: [*_0.shape[:_2], _4, *_0.shape[_2:][1:]], dtype "
+        # the step never passes `out` (_3): given by a variation of the output's shape, the
+        # kernel returns it itself (issue 58 item 7); `dim_size` (_4)'s two regimes below
+        assert s["rule"][0].startswith("out 0: `_3` itself where `_3` is given; else "
+                                       "[*_0.shape[:_2], _4, *_0.shape[_2:][1:]], dtype "
                                        "of _0, contiguous where `_4` is given; else "
                                        "[*_0.shape[:_2], data-dependent")
 
@@ -70,6 +73,17 @@ def test_each_written_fake_equals_the_kernel_on_calls_the_step_never_made(synthe
                       fake if isinstance(fake, tuple) else (fake,))
         assert [(tuple(f.shape), f.dtype) for f in fake] == \
             [(tuple(r.shape), r.dtype) for r in real], (src.shape, dim, dim_size)
+        # `out` given (the step never passes it): the kernel returns it itself; its size,
+        # not dim_size's nor the data's, is the output's (issue 58 item 7)
+        out = torch.zeros_like(real[0]).narrow(dim, 0, 1).repeat_interleave(dim_size + 2, dim)
+        given = op(src, torch_scatter.utils.broadcast(index, src, dim), dim, out.clone(), None)
+        with mode:
+            faked = fake_fn(mode.from_tensor(src), mode.from_tensor(index), dim,
+                            mode.from_tensor(out), None)
+        given, faked = (given if isinstance(given, tuple) else (given,),
+                        faked if isinstance(faked, tuple) else (faked,))
+        assert tuple(faked[0].shape) == tuple(given[0].shape) == tuple(out.shape), \
+            (src.shape, dim, out.shape)
 
 
 def test_old_api_composites_are_named_by_their_api_with_a_fix_that_keeps_autograd(tmp_path):

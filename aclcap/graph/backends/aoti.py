@@ -19,7 +19,13 @@ from typing import Any
 import torch
 
 from aclcap import _version
-from aclcap._compat import OpOverload, aoti_compile_and_package, aoti_package_loader, pytree
+from aclcap._compat import (
+    OpOverload,
+    aoti_compile_and_package,
+    aoti_package_loader,
+    is_opaque,
+    pytree,
+)
 from aclcap.build import cache_root
 from aclcap.cache_budget import prune, touch
 from aclcap.errors import CaptureError, first_line, value_dependent
@@ -53,9 +59,10 @@ def default_cache_dir() -> Path:
 
 
 def library_fingerprint(spec: ModelSpec) -> str:
-    """What the artifact calls into: the op libraries' files (the bundled one's stamp)."""
+    """What the artifact calls into: the op libraries' files (the bundled one's stamp), the
+    libraries the model file's import loaded and the fakes loaded after it."""
     parts = []
-    for lib in spec.op_libraries:
+    for lib in [*spec.op_libraries, *spec.loads, *spec.fakes]:
         path = spec.path.parent / lib
         if path.is_file():
             parts.append(hashlib.sha256(path.read_bytes()).hexdigest())
@@ -170,8 +177,7 @@ def _export_advice(exc: CaptureError, log: CompileLog | None, model_file: Path,
                 "torch.cond, or move it out of the step (decide before the step and pass the "
                 "result in)")
     if "UnsupportedOperatorException" in str(exc):  # an op with no fake: no guard at all
-        return (f"{exc}: it has no fake impl; `aclcap check-meta --emit-stubs FILE` writes a "
-                "register_fake to start from")
+        return f"{exc}: it has no fake impl"  # capture's rows say how to write the fakes
     guards = log.guards() if log else []
     where = f"; the step guards on its size {guards[0].source()}" \
         if guards and guards[0].file else ""
@@ -189,8 +195,31 @@ def process_local(exported: torch.export.ExportedProgram) -> list[str]:
             and 0 < value.numel() <= 16 and int(value.abs().max()) >= 2**32]
 
 
+def opaque_arguments(program: torch.export.ExportedProgram) -> list[str]:
+    """The opaque values the program passes to its ops (vLLM's `LayerName`), each once, as
+    `LayerName (argument 2 of vllm::unified_kv_cache_update)`: AOTInductor compiles such a
+    program, and its C++ runner then refuses to load it ("Unsupported input type
+    as_custom_obj for extern kernel"). Read from the graph, so the mechanism is chosen before
+    a compile that cannot serve."""
+    found: dict[str, str] = {}
+    for node in program.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, OpOverload):
+            continue
+        for i, value in enumerate([*node.args, *node.kwargs.values()]):
+            kind = type(value).__name__
+            if is_opaque(value) and kind not in found:
+                found[kind] = f"{kind} (argument {i} of {node.target._schema.name})"
+    return list(found.values())
+
+
 class ExportFailed(CaptureError):
     """torch.export could not take the step (the message has the advice for its cause)."""
+
+
+class NotCarried(CaptureError):
+    """torch.export took the step, but AOTInductor cannot carry the program (an opaque
+    value among its ops' arguments, or an artifact its runner refuses to load): Inductor
+    on the Dynamo graph serves instead, as vLLM compiles it."""
 
 
 class AotiBackend:
@@ -221,13 +250,15 @@ class AotiBackend:
                        inductor_configs=self.options.inductor_configs())
 
     def _inductor_instead(self, step: StepContext, sizes: list[int],
-                          on_size: Callable[[int], None] | None, why: ExportFailed
+                          on_size: Callable[[int], None] | None, why: CaptureError
                           ) -> list[Captured]:
-        """Where torch.export fails on a step Dynamo traced whole (the trace came first),
-        compile Dynamo's graph with Inductor instead, as vLLM does, and say why."""
+        """Where torch.export fails on a step Dynamo traced whole (the trace came first), or
+        AOTInductor cannot carry what it exported (NotCarried), compile Dynamo's graph with
+        Inductor instead, as vLLM does, and say why."""
         from aclcap.graph.backends.inductor import InductorBackend
 
-        self.instead = InductorBackend(self.options, export_failed=str(why))
+        self.instead = InductorBackend(self.options, **{
+            "export_failed" if isinstance(why, ExportFailed) else "aoti_refused": str(why)})
         self.mechanism = self.instead.mechanism
         export_s = self.phases_s.get("export")
         try:
@@ -297,7 +328,11 @@ class AotiBackend:
                     facts.update(cache_note=NOTE, weights_loaded=True)
                     return runner, shared, True
             self._compile(exported, artifact)
-            runner = load_artifact(artifact)
+            try:
+                runner = load_artifact(artifact)
+            except Exception as exc:  # compiled, yet its runner refuses it
+                raise NotCarried(f"AOTInductor's artifact does not load: {first_line(exc)}") \
+                    from exc
             if shareable(runner, weights):
                 record(self.cache_dir, structure, artifact)
             return runner, artifact, False
@@ -311,6 +346,8 @@ class AotiBackend:
                 inductor_configs=self.options.inductor_configs())  # it adds keys to the dict
         except Exception as exc:
             partial.unlink(missing_ok=True)
+            # the op's own defect, which Inductor meets the same way (an alias annotation
+            # on an output): said once, not retried
             raise CaptureError(f"AOTInductor compile failed: {first_line(exc)}") from exc
         partial.replace(target)  # atomic: a concurrent run never loads half a file
         prune()  # a new artifact: keep the cache within its budget
@@ -340,6 +377,10 @@ class AotiBackend:
             except CaptureError as exc:
                 raise ExportFailed(_export_advice(exc, log, step.spec.path, step.model)) from exc
             self.phases_s["export"] = round(time.perf_counter() - start, 3)
+            held = dict.fromkeys(what for r in ranges for what in opaque_arguments(r.program))
+            if held:
+                raise NotCarried(f"the step passes an opaque value to its ops ({', '.join(held)})"
+                                 ", which AOTInductor's C++ runner cannot pass")
             loaded = []
             for size_range in ranges:
                 runner, artifact, facts = self.artifact(size_range.program, step.spec)
@@ -406,7 +447,7 @@ class AotiBackend:
             if not loaded:  # compile (or find in the cache) while the first size is shown
                 try:
                     loaded = self._load(step, sizes, log)
-                except ExportFailed as exc:
+                except (ExportFailed, NotCarried) as exc:
                     # a branch on a tensor's values fails Inductor's fullgraph trace too
                     if self.options.cpu_mechanism == "aoti" or value_dependent(exc):
                         raise

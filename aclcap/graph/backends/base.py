@@ -89,6 +89,7 @@ class BackendSummary:
     guard: str | None = None  # aoti: the size guard that split the ranges
     capture_order: list[int] | None = None  # sizes as captured (largest first)
     export_failed: str | None = None  # inductor: why torch.export could not take the step
+    aoti_refused: str | None = None  # inductor: why AOTInductor cannot carry the export
     ranks: int | None = None  # --nproc
     collectives: list[dict[str, list[dict]]] | None = None  # --nproc: each rank's
 

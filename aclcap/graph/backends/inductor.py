@@ -52,12 +52,15 @@ class InductorBackend:
     mechanism = "inductor"
     compile_log_in_trace = False  # the capture's own compiles are the code that replays
 
-    def __init__(self, options: StepOptions, export_failed: str | None = None) -> None:
-        """`export_failed`: why torch.export could not take the step, where that is why
-        this mechanism runs (None: chosen by --cpu-mechanism inductor)."""
+    def __init__(self, options: StepOptions, export_failed: str | None = None,
+                 aoti_refused: str | None = None) -> None:
+        """`export_failed`: why torch.export could not take the step; `aoti_refused`: why
+        AOTInductor cannot carry what it exported; where either is why this mechanism
+        runs (both None: chosen by --cpu-mechanism inductor)."""
         self.options = options
         self.compile_backend = "inductor"
-        self.facts = BackendSummary(compile_backend="inductor", export_failed=export_failed)
+        self.facts = BackendSummary(compile_backend="inductor", export_failed=export_failed,
+                                    aoti_refused=aoti_refused)
         self.phases_s: dict[str, float] = {}
 
     def summary(self) -> BackendSummary:

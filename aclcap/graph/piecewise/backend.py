@@ -33,7 +33,7 @@ from aclcap._compat import (
 )
 from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, UsageError, first_line, step_failures
-from aclcap.graph.backends.aoti import AotiBackend
+from aclcap.graph.backends.aoti import AotiBackend, NotCarried
 from aclcap.graph.backends.base import BackendSummary, Captured, StepContext
 from aclcap.graph.compiles import CompileLog
 from aclcap.graph.export import is_size_guard
@@ -315,20 +315,29 @@ class PiecewiseAotiBackend:
                     raise CaptureError(f"{failed}: {first_line(exc)}") from exc
                 else:
                     why = f"torch.export failed: {first_line(exc)}"
-        if exported is None:  # compiled by Inductor instead, as vLLM compiles its pieces
-            compiled = _inductor_piece(piece, gm)
-            self.artifacts.append({"piece": piece.index, "compiler": "inductor",
-                                   "why": why, "artifact_bytes": 0, "cache_hit": False})
-            self.phases_s["compile_or_load"] = round(
-                self.phases_s.get("compile_or_load", 0.0) + time.perf_counter() - t0, 3)
-            return compiled
-        runner, _, facts = self.aoti.artifact(exported, self._step.spec)
-        self.artifacts.append({"piece": piece.index, **facts})
+        if exported is not None:
+            try:
+                runner, _, facts = self.aoti.artifact(exported, self._step.spec)
+            except NotCarried as exc:  # AOTInductor refused what export took
+                if mechanism == "aoti":
+                    raise
+                why = str(exc)
+            else:
+                self.artifacts.append({"piece": piece.index, **facts})
+                self._lap(t0)
+                # runner: the artifact's AOTIModelPackageLoader
+                return CompiledPiece(lambda flat: runner.run(flat), program_inputs(exported),
+                                     shapes=shapes)
+        compiled = _inductor_piece(piece, gm)  # as vLLM compiles its pieces
+        self.artifacts.append({"piece": piece.index, "compiler": "inductor",
+                               "why": why, "artifact_bytes": 0, "cache_hit": False})
+        self._lap(t0)
+        return compiled
+
+    def _lap(self, t0: float) -> None:
+        """A piece's compile or load time, added to the run's."""
         self.phases_s["compile_or_load"] = round(
             self.phases_s.get("compile_or_load", 0.0) + time.perf_counter() - t0, 3)
-        # runner: the artifact's AOTIModelPackageLoader
-        return CompiledPiece(lambda flat: runner.run(flat), program_inputs(exported),
-                             shapes=shapes)
 
     def capture(self, step: StepContext, sizes: list[int],
                 on_size: Callable[[int], None] | None = None,

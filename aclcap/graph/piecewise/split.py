@@ -14,7 +14,7 @@ piecewise backend does, after two rewrites that keep each piece self-contained:
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,9 @@ class Site:
     file: str
     line: int
     code: str
+    # the call's column on its line, where known: two calls on one line are two calls (a
+    # loop's calls of one line share it); never part of equality (a line is a line)
+    column: int | None = field(default=None, compare=False)
 
     def text(self) -> str:
         return f"{Path(self.file).name}:{self.line} (`{self.code}`)"

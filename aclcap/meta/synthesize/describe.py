@@ -42,7 +42,8 @@ def describe_output(index: int, out: OutputRule) -> str:
         return f"out {index}: always None"
     if out.given is not None:
         arg, given, absent = out.given
-        return (f"{describe_output(index, given)} where `{arg}` is given; else "
+        where = "is given" if out.given_test == "is not None" else out.given_test
+        return (f"{describe_output(index, given)} where `{arg}` {where}; else "
                 + describe_output(index, absent).split(": ", 1)[1])
     if isinstance(out.shape, WholeShape):
         shape = f"shape given by `{out.shape.arg}`"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import textwrap
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -537,7 +538,8 @@ def emit_cpp(rules: list[OpRule], ns: str | None = None, header: str = "",
     own = [i for i in includes if i.endswith(".h>")]
     built = "".join(line + "\n" for line in _comment(
         f"NOT BUILT: {not_built}. No kernel below was verified in C++.")) if not_built else ""
-    return (HEADER.format(extra=f"\n// {header.strip()}" if header.strip() else "") + built
+    lines = textwrap.wrap(header.strip(), 88, break_on_hyphens=False)
+    return (HEADER.format(extra="".join(f"\n// {line}" for line in lines)) + built
             + "\n".join(own) + "\n" + ("\n" + "\n".join(system) + "\n" if system else "")
             + body)
 

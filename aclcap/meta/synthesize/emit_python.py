@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import textwrap
 from dataclasses import replace
 
 from aclcap.meta.synthesize.rules import (
@@ -39,8 +40,6 @@ _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "**": 4}
 
 HEADER = '''"""Fake (meta) impls synthesized by `aclcap check-meta --synthesize` from real calls of
 each op's kernel.{extra}
-
-Load after the op library: `aclcap check-meta --lib <your library> --lib <this file>`.
 """
 
 import torch
@@ -154,6 +153,16 @@ def same_shape_as(out: OutputRule, arg: str) -> bool:
                and e.index in (i, i - len(shape)) for i, e in enumerate(shape))
 
 
+def _whole_shape(out: OutputRule) -> str | None:
+    """The tensor argument whose whole shape the output's is, at any rank (`x` for
+    `[*x.shape]`, `[*x.shape[:-1], x.shape[-1]]`); dims alone hold for one rank only."""
+    shape = out.shape
+    if not isinstance(shape, tuple) or not shape or not isinstance(shape[0], LeadingDims):
+        return None
+    arg = shape[0].arg
+    return pyname(arg) if same_shape_as(out, arg) else None
+
+
 def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
     """The expression that makes one output. `base` is the tensor argument whose device new
     tensors take; `sizes` replaces the shape list (a variable, where the line is long)."""
@@ -184,7 +193,11 @@ def output_source(out: OutputRule, base: str, sizes: str | None = None) -> str:
             inverse = ", ".join(str(order.index(d)) for d in range(len(order)))
             text = f"{base}.new_empty({physical}, dtype={dtype}).permute({inverse})"
         else:
-            text = f"{base}.new_empty({sizes}, dtype={dtype})"
+            whole = _whole_shape(out)
+            sizes = f"{whole}.shape" if whole is not None and sizes == shape_list(out) else sizes
+            # the simplest form a reviewer would write: new_empty keeps `base`'s dtype
+            text = f"{base}.new_empty({sizes})" if dtype == f"{base}.dtype" else \
+                f"{base}.new_empty({sizes}, dtype={dtype})"
     if out.none_when is not None:
         arg, condition = out.none_when
         text = f"None if {pyname(arg)} {condition} else {text}"
@@ -201,11 +214,11 @@ def rank_test(tensor: str, ranks: tuple[int, ...]) -> str:
 def _output_lines(out: OutputRule, base: str, prefix: str, size_name: str) -> list[str]:
     """`    <prefix><output>` (prefix `return ` or `out0 = `), with the shape list hoisted
     into its own wrapped statement `size_name = [...]` where one line would be too long."""
-    if out.given is not None:  # two regimes of an optional argument: an if statement
+    if out.given is not None:  # two regimes of an argument: an if statement
         arg, given, absent = out.given
         inner = [f"    {line}" for line in _output_lines(given, base, prefix, size_name)]
         rest = [f"    {line}" for line in _output_lines(absent, base, prefix, size_name)]
-        return [f"    if {pyname(arg)} is not None:", *inner, "    else:", *rest]
+        return [f"    if {pyname(arg)} {out.given_test}:", *inner, "    else:", *rest]
     if out.layout.ranks:  # the input's stride order at those ranks, contiguous at others
         like = replace(out, layout=replace(out.layout, ranks=()))
         plain = replace(out, layout=LayoutRule("contiguous"))
@@ -399,7 +412,8 @@ def function_source(rule: OpRule) -> str:
 def emit_python(rules: list[OpRule], header: str = "") -> str:
     """The whole module: a docstring (`header` adds a paragraph, e.g. the command that made
     it), `import torch`, the layout helper where a rule needs it, one function per op."""
-    text = HEADER.format(extra=f"\n\n{header.strip()}" if header.strip() else "")
+    paragraph = textwrap.fill(header.strip(), 88, break_on_hyphens=False)
+    text = HEADER.format(extra=f"\n\n{paragraph}" if paragraph else "")
     bodies = [function_source(r) for r in rules]
     if any("_empty_in_order_of(" in b for b in bodies):
         text += _LIKE_HELPER

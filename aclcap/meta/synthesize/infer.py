@@ -378,13 +378,14 @@ def _same_strides(out: TensorFacts, strides: Sequence[int]) -> bool:
     return all(s == e for s, e, n in zip(out.strides, strides, out.shape, strict=True) if n > 1)
 
 
-def _contiguous(o: TensorFacts) -> bool:
+def contiguous(o: TensorFacts) -> bool:
+    """Laid out as a contiguous tensor of its shape (a size-1 dim's stride aside)."""
     return _same_strides(o, _dense_strides(o.shape, range(len(o.shape))))
 
 
 def _layout(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: int,
             notes: list[str]) -> LayoutRule:
-    if all(map(_contiguous, outs)):
+    if all(map(contiguous, outs)):
         return LayoutRule("contiguous")
     for arg in calls[0].args:
         facts = [c.arg(arg.name).tensor for c in calls]
@@ -400,7 +401,7 @@ def _layout(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts], index: i
         order = orders.pop()
         if all(_same_strides(o, _dense_strides(o.shape, order)) for o in outs):
             return LayoutRule("order", order=order)
-    odd = next(o for o in outs if not _contiguous(o))
+    odd = next(o for o in outs if not contiguous(o))
     notes.append(f"output {index}'s layout: {LAYOUT_MIXED} (strides {list(odd.strides)} at "
                  f"shape {list(odd.shape)}, contiguous elsewhere): emitted contiguous")
     return LayoutRule("contiguous")
@@ -426,7 +427,7 @@ def _like_by_rank(calls: Sequence[ObservedCall], outs: Sequence[TensorFacts]
             keeps = len(o.shape) == rank and _same_strides(o, _dense_strides(o.shape,
                                                                             _order(f)))
             like[rank] = like.get(rank, True) and keeps
-            plain[rank] = plain.get(rank, True) and _contiguous(o)
+            plain[rank] = plain.get(rank, True) and contiguous(o)
         if not all(like[r] or plain[r] for r in like):
             continue
         like_ranks = tuple(sorted(r for r in like if like[r] and not plain[r]))
@@ -444,31 +445,76 @@ def _alias(outs: Sequence[TensorFacts]) -> AliasRule:
     return AliasRule("mixed" if len(names) > 1 else "none")
 
 
-def _given(call: ObservedCall, arg: str) -> bool:
+def _given(call: ObservedCall, arg: str, test: str = "is not None") -> bool:
+    """Whether `call` falls in the first regime of `arg` under `test` (REGIME_TESTS)."""
     facts = call.arg(arg)
-    return facts.tensor is not None or facts.tensors is not None or facts.value is not None
+    if test == "is not None":
+        return facts.tensor is not None or facts.tensors is not None or \
+            facts.value is not None
+    value = facts.value
+    return value is True if test == "is True" else \
+        isinstance(value, int | float) and not isinstance(value, bool) and value == 0
+
+
+# The tests a regime splits calls by: an optional argument given or None; a scalar argument
+# at zero or not (a temperature of 0, a limit of 0); a bool argument.
+REGIME_TESTS = ("is not None", "== 0", "is True")
+
+
+def _regime_splits(calls: Sequence[ObservedCall], optional: Sequence[str]
+                   ) -> list[tuple[str, str]]:
+    """(argument, test) pairs that split `calls` into two non-empty regimes: each optional
+    argument, and each scalar argument that is zero (or True) in some calls only."""
+    splits = [(arg, "is not None") for arg in optional]
+    for arg in calls[0].args:
+        if arg.tensor is not None or arg.tensors is not None or arg.name in optional:
+            continue
+        for test in REGIME_TESTS[1:]:
+            held = {_given(c, arg.name, test) for c in calls}
+            if held == {True, False}:
+                splits.append((arg.name, test))
+    return splits
 
 
 def regime_of(out: OutputRule, call: ObservedCall) -> OutputRule:
-    """The rule `call` falls under: its regime of each optional argument (rules.OutputRule
-    .given), without the other regimes."""
+    """The rule `call` falls under: its regime of each argument (rules.OutputRule.given),
+    without the other regimes."""
     while out.given is not None:
         arg, given, absent = out.given
-        out = given if _given(call, arg) else absent
+        out = given if _given(call, arg, out.given_test) else absent
     return out
 
 
-def _flaws(rule: OutputRule | None, calls: Sequence[ObservedCall]) -> int:
+def _layout_flaw(rule: OutputRule, call: ObservedCall, index: int) -> bool:
+    """The call's output is laid out otherwise than the rule's layout makes it: the
+    input's stride order (empty_like's), a fixed order, or contiguous."""
+    out = call.outputs[index] if call.outputs and index < len(call.outputs) else None
+    if out is None or rule.shape is None or rule.alias.kind != "none":
+        return False
+    layout, rank = rule.layout, len(out.shape)
+    order: Sequence[int] = range(rank)
+    if layout.kind == "like" and layout.arg is not None:
+        like = call.arg(layout.arg).tensor
+        if like is not None and len(like.shape) == rank and (
+                not layout.ranks or rank in layout.ranks):
+            order = _order(like)
+    elif layout.kind == "order" and len(layout.order) == rank:
+        order = layout.order
+    return not _same_strides(out, _dense_strides(out.shape, order))
+
+
+def _flaws(rule: OutputRule | None, calls: Sequence[ObservedCall], index: int) -> int:
     """What a rule leaves unsettled, counted per call in the regime it falls under: a
-    data-dependent size, an alias that holds in some calls only; no rule at all (no dtype
-    rule fits) counts most. A regime that settles the calls where an argument is given
-    beats one rule that settles none."""
+    data-dependent size, an alias that holds in some calls only, an output laid out
+    otherwise than the rule says; no rule at all (no dtype rule fits) counts most. A regime
+    that settles the calls where an argument is given beats one rule that settles none."""
     if rule is None:
         return len(calls) << 8
     flaws = 0
     for call in calls:
         own = regime_of(rule, call)
         flaws += sum(isinstance(e, Unbacked) for e in own.sizes()) + (own.alias.kind == "mixed")
+        flaws += _layout_flaw(own, call, index)
     return flaws
 
 
@@ -482,11 +528,11 @@ def _output(calls: Sequence[ObservedCall], index: int, notes: list[str],
         rule: OutputRule | None = _plain_output(calls, index, own)
     except SynthesisError:
         rule = None
-    least = _flaws(rule, calls)
+    least = _flaws(rule, calls, index)
     best: tuple[OutputRule, list[str]] | None = None
-    for arg in optional if least else ():
-        given = [c for c in calls if _given(c, arg)]
-        absent = [c for c in calls if not _given(c, arg)]
+    for arg, test in _regime_splits(calls, optional) if least else ():
+        given = [c for c in calls if _given(c, arg, test)]
+        absent = [c for c in calls if not _given(c, arg, test)]
         if not given or not absent:
             continue
         tried: list[str] = []
@@ -494,10 +540,10 @@ def _output(calls: Sequence[ObservedCall], index: int, notes: list[str],
             rest = [o for o in optional if o != arg]
             when_given = _output(given, index, tried, rest)
             when_none = _framed(absent, index, tried, rest, when_given, given)
-            split = replace(when_none, given=(arg, when_given, when_none))
+            split = replace(when_none, given=(arg, when_given, when_none), given_test=test)
         except SynthesisError:
             continue
-        flaws = _flaws(split, calls)
+        flaws = _flaws(split, calls, index)
         if flaws < least:
             least, best = flaws, (split, tried)
     if best is not None:
@@ -750,12 +796,32 @@ def infer(op: OpOverload, calls: Sequence[ObservedCall],
     schema = OpSchema.of(op)
     held = len(held_out(len(calls)))
     partial = _partial_aliases(calls, outputs)
+    misses = _layout_misses(calls, outputs)
     return OpRule(qualname, schema.text(), outputs, writes, _defects(schema, outputs, writes)
                   + [SchemaDefect(m, "") for m in partial],
                   fitted_on=len(calls) - held, held_out=held, evidence=_evidence(calls),
-                  notes=notes, spec=schema,
-                  unproven=_unproven(calls, outputs, rejected) + partial, rank_guard=guard,
-                  none_only=_none_only(op, calls, outputs))
+                  notes=_one_regime(calls, optional) + notes, spec=schema,
+                  unproven=_unproven(calls, outputs, rejected) + partial + misses,
+                  rank_guard=guard,
+                  none_only=_none_only(op, calls, outputs),
+                  # a kernel whose aliasing changes with the size is the schema's defect,
+                  # never a fake: any fake is wrong at one of the sizes (issue 58)
+                  unregistered=f"no fake can follow it: {partial[0]}" if partial else "")
+
+
+def _one_regime(calls: Sequence[ObservedCall], optional: Sequence[str]) -> list[str]:
+    """A note per optional argument that every call left None, or every call gave: the
+    other regime was never observed (the kernel rejected every call aclcap made of it), so
+    the fake is unproven there, and says for which argument (issue 58)."""
+    notes = []
+    for arg in optional:
+        given = {_given(c, arg) for c in calls}
+        if given == {False}:
+            notes.append(f"unproven where `{arg}` is given: no call gave it (the kernel "
+                         "accepted none of the values aclcap tried)")
+        elif given == {True}:
+            notes.append(f"unproven where `{arg}` is None: every call gave it")
+    return notes
 
 
 def _none_only(op: OpOverload, calls: Sequence[ObservedCall],
@@ -787,6 +853,23 @@ def _partial_aliases(calls: Sequence[ObservedCall], outputs: Sequence[OutputRule
                          "declares no alias; make the kernel return a copy there (or a view "
                          "always, annotated in the schema)")
             break
+    return found
+
+
+def _layout_misses(calls: Sequence[ObservedCall], outputs: Sequence[OutputRule]
+                   ) -> list[str]:
+    """Outputs whose rule lays them out otherwise than the kernel did on some call (no one
+    layout rule, nor a regime of one, fits them all): a fake that is wrong there, on a
+    transposed or strided input, is never called verified (issue 58)."""
+    found = []
+    for i, rule in enumerate(outputs):
+        call = next((c for c in calls if _layout_flaw(regime_of(rule, c), c, i)), None)
+        if call is not None:
+            out = call.outputs[i]
+            inputs = ", ".join(f"{a.name} {list(a.tensor.shape)} strides "
+                               f"{list(a.tensor.strides)}" for a in call.args if a.tensor)
+            found.append(f"output {i}'s strides {list(out.strides)} at {inputs} follow no "
+                         "layout rule the other calls fit")
     return found
 
 

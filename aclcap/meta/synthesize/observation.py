@@ -26,7 +26,7 @@ from aclcap.meta.observe import (
 )
 from aclcap.meta.sample_inputs import SampleInput, samples_for, seed_all
 from aclcap.meta.synthesize.faults import FaultyCall, kernel_finding, one_call, one_call_forked
-from aclcap.meta.variations import SAME_SIZES, TIED, variations
+from aclcap.meta.variations import SAME_SIZES, TIED, Outputs, supplied, variations
 
 MAX_CALLS = 300  # per op: ~3 samples with their variations
 AS_GIVEN = "as given"  # the description of a sample's own call, before its variations
@@ -97,13 +97,18 @@ def sources(qualname: str, device: str, dtypes: Sequence[torch.dtype],
     return made
 
 
-def candidates(op: OpOverload, samples: Sequence[Source]
+def candidates(op: OpOverload, samples: Sequence[Source],
+               outputs_of: Callable[[SampleInput], Outputs | None] = lambda _: None
                ) -> Iterator[tuple[SampleInput | None, str, str, str]]:
-    """(sample, phase, site, description) of every call to try: each sample, then its
-    variations, in a fixed order; sample None (phase TIED) for a dim changed alone that an
-    offsets tensor ties, which no call may change alone."""
+    """(sample, phase, site, description) of every call to try: each sample, its optional
+    arguments given where it leaves them None (shaped by `outputs_of(sample)`, the outputs
+    of its own call: variations.supplied), then its variations, in a fixed order; sample
+    None (phase TIED) for a dim changed alone that an offsets tensor ties, which no call may
+    change alone."""
     for source in samples:
         yield source.sample, source.phase, source.site, AS_GIVEN
+        for variation in supplied(op, source.sample, lambda s=source.sample: outputs_of(s)):
+            yield variation.sample, VARIATION, source.site, variation.description
         for variation in variations(op, source.sample):
             if variation.kind == TIED:  # no call: the kernel's contract ties the dim
                 yield None, TIED, source.site, variation.description
@@ -138,8 +143,10 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
     and its disagreements are kept."""
     seen = Observation()
     keys: set[str] = set()
+    given_outputs: dict[int, Outputs] = {}  # id(sample) -> its own call's outputs
     seed_all()
-    for index, (sample, phase, site, what) in enumerate(candidates(op, samples)):
+    for index, (sample, phase, site, what) in enumerate(candidates(
+            op, samples, lambda s: given_outputs.get(id(s)))):
         if len(seen.calls) >= limit:
             break
         if sample is None:
@@ -166,6 +173,8 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
             seen.rejected.append(f"{what}: {made['rejected']}")
             continue
         call = ObservedCall.from_dict(made["call"])
+        if what == AS_GIVEN:
+            given_outputs[id(sample)] = outputs(call)
         if made["differs"]:  # the kernel's fault (faults.py): its values tell nothing of a fake
             seen.faulty.append(FaultyCall(call, what, made["differs"]))
             continue
@@ -179,12 +188,25 @@ def observe_op(op: OpOverload, samples: Sequence[Source], diff_meta: bool = Fals
     return seen
 
 
+def outputs(call: ObservedCall) -> Outputs:
+    """(shape, dtype) of each output of a call (None where it returned None)."""
+    return [(tuple(o.shape), getattr(torch, o.dtype)) if o is not None else None
+            for o in call.outputs or ()]
+
+
+def _own_outputs(op: OpOverload, sample: SampleInput) -> Outputs | None:
+    """The outputs of the sample's own call, run here (the verifying worker's way to the
+    calls observation shaped by them); None where the kernel rejects it."""
+    made = one_call(op, sample)
+    return outputs(ObservedCall.from_dict(made["call"])) if "call" in made else None
+
+
 def samples_by_key(op: OpOverload, samples: Sequence[Source], keys: set[str]
                    ) -> list[SampleInput]:
     """The candidate calls whose keys are in `keys`, once each: the held-out calls again."""
     found: dict[str, SampleInput] = {}
     seed_all()
-    for sample, _, _, _ in candidates(op, samples):
+    for sample, _, _, _ in candidates(op, samples, lambda s: _own_outputs(op, s)):
         if sample is None:
             continue
         key = call_key(observed_inputs(op, sample.args, sample.kwargs))

@@ -28,7 +28,13 @@ from aclcap.meta.runner import HUNG, MetaReport, run_checks
 from aclcap.meta.synthesize.describe import describe_rule
 from aclcap.meta.synthesize.emit_cpp import build_meta_library, emit_cpp, library_name
 from aclcap.meta.synthesize.emit_python import emit_python
-from aclcap.meta.synthesize.infer import SynthesisError, held_out, infer, regime_of
+from aclcap.meta.synthesize.infer import (
+    SynthesisError,
+    contiguous,
+    held_out,
+    infer,
+    regime_of,
+)
 from aclcap.meta.synthesize.observation import AS_GIVEN, call_key, crashed_call
 from aclcap.meta.synthesize.rules import OpRule, Unbacked
 from aclcap.meta.synthesize.signatures import probe_signatures
@@ -131,17 +137,35 @@ def targets(ops: list[OpInfo], statuses: dict[str, Status], everything: bool) ->
         and not generated_fake(o.overload())]
 
 
+LAID_OUT = 2  # of the MAX_VERIFY held-out calls, those with an input laid out otherwise
+
+
+def _spread(keys: list[str], count: int) -> list[str]:
+    """`count` of `keys`, spread over them (first and last included)."""
+    if len(keys) <= count:
+        return keys
+    if count == 1:
+        return keys[:1]
+    step = (len(keys) - 1) / (count - 1)
+    return [keys[round(i * step)] for i in range(count)]
+
+
+def _strided(call: ObservedCall) -> bool:
+    """A tensor input laid out otherwise than contiguous (transposed, a strided slice)."""
+    return any(a.tensor is not None and not contiguous(a.tensor) for a in call.args)
+
+
 def _unseen(calls: list[ObservedCall]) -> list[str]:
     """Keys of held-out calls that no fitted call shares, at most MAX_VERIFY, spread over
-    them (the held-out calls run from declared samples to the last variations)."""
+    them (the held-out calls run from declared samples to the last variations), LAID_OUT
+    of them with an input laid out otherwise where any is held out: a fake verified only
+    on contiguous calls was wrong on a transposed one (issue 58)."""
     held = set(held_out(len(calls)))
     fitted = {call_key(c) for i, c in enumerate(calls) if i not in held}
-    unseen = list(dict.fromkeys(k for k in (call_key(calls[i]) for i in sorted(held))
-                                if k not in fitted))
-    if len(unseen) <= MAX_VERIFY:
-        return unseen
-    step = (len(unseen) - 1) / (MAX_VERIFY - 1)
-    return [unseen[round(i * step)] for i in range(MAX_VERIFY)]
+    by_key = {call_key(calls[i]): calls[i] for i in sorted(held)}
+    unseen = [k for k in by_key if k not in fitted]
+    laid = _spread([k for k in unseen if _strided(by_key[k])], LAID_OUT)
+    return laid + _spread([k for k in unseen if k not in laid], MAX_VERIFY - len(laid))
 
 
 MAX_PASSES = 16  # workers one op's observation may take before it stops
@@ -413,7 +437,7 @@ def _not_registered(done: list[Synthesis], ops: list[OpInfo]) -> None:
 
 def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[str],
                python_out: Path | None, cpp_out: Path | None, diff_meta: bool = False,
-               on_done: Callable[[str], None] | None = None
+               on_done: Callable[[str], None] | None = None, header: str = ""
                ) -> tuple[list[Synthesis], Path | None, str]:
     """Observe, infer, emit, verify, and emit again with the verdicts in the comments. Each
     language is judged alone: a fake that failed is written, not registered, in its own
@@ -427,7 +451,6 @@ def synthesize(ops: list[OpInfo], options: CheckMetaOptions, namespaces: list[st
     _cpp_cannot_serve(done, ops)
     rules = [s.rule for s in done if s.rule is not None]
     registered = [s for s in done if s.rule is not None and not s.rule.unregistered]
-    header = f"Op libraries: {', '.join(Path(lib).name for lib in options.libs) or 'none'}."
     with ThreadPoolExecutor(1) as pool:  # the compiler runs beside the Python verification
         if cpp_out is not None:
             probing = pool.submit(probe_signatures, options.libs, [r.op for r in rules],
@@ -534,6 +557,27 @@ class SynthesisRun:
             and not self.cpp_build_error
 
 
+def load_first(libs: list[str], models: list[str], python_out: Path | None) -> str:
+    """The written file's paragraph on what defines the ops it registers on, and how to load
+    it after that: the --lib libraries, and what each model file's import loads (the .so
+    files it loaded, its OP_LIBRARIES), found when it was imported, not declared."""
+    defined = [Path(lib).name if Path(lib).is_file() else lib for lib in libs]
+    for model in models:
+        spec = load_model_file(model)
+        loads = [Path(so).name for so in spec.loads] + [
+            Path(lib).name if Path(lib).is_file() else lib for lib in spec.op_libraries]
+        defined.append(f"what {spec.path.name} loads when imported ({', '.join(loads)})"
+                       if loads else f"{spec.path.name}'s import")
+    if not defined:
+        return ""
+    this = python_out.name if python_out is not None else "THIS_FILE"
+    how = [f"`aclcap capture {Path(m).name} --fakes {this}`" for m in models]
+    how += [f"`aclcap check-meta {' '.join(f'--samples-from {Path(m).name}' for m in models)}"
+            f"{''.join(f' --lib {lib}' for lib in defined[:len(libs)])} --lib {this}`"]
+    return (f"The ops are defined by {'; '.join(defined)}. Load this file after that: "
+            f"{', '.join(how)}, or import it where your code has loaded the library.")
+
+
 def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Path | None,
                   cpp_out: Path | None, everything: bool,
                   on_done: Callable[[str], None] | None = None) -> SynthesisRun:
@@ -543,12 +587,14 @@ def run_synthesis(report: MetaReport, options: CheckMetaOptions, python_out: Pat
     statuses = {r.op: r.status for r in report.results}
     ops = targets(report.ops, statuses, everything)
     models = [str(Path(m).resolve()) for m in options.samples_from]
-    # The model files' own op libraries load first in the verifying worker: the emitted
-    # metas register on ops that must exist by then.
-    libs = [*options.libs, *(lib for m in models for lib in load_model_file(m).op_libraries)]
+    header = load_first(options.libs, options.samples_from, python_out)
+    # What the model files load (their OP_LIBRARIES, the .so files their imports load) is
+    # what the C++ signature probe needs; the workers load it by importing the model files.
+    libs = [*options.libs, *(lib for m in models for lib in (
+        load_model_file(m).op_libraries + load_model_file(m).loads))]
     options = replace(options, samples_from=models, libs=list(dict.fromkeys(libs)))
     done, library, not_built = synthesize(ops, options, report.namespaces, python_out, cpp_out,
-                                          everything, on_done) if ops else ([], None, "")
+                                          everything, on_done, header) if ops else ([], None, "")
     files = [p for p in (python_out, cpp_out) if p is not None and ops]
     return SynthesisRun(done, files, time.monotonic() - start, library, not_built,
                         left_to_torch=[o.qualname for o in report.ops

@@ -205,6 +205,9 @@ class OutputRule:
     # two regimes (`dim_size` given: that size; None: one that follows the data). Either rule
     # may branch again on another argument; this rule's own fields are then the None one's.
     given: tuple[str, OutputRule, OutputRule] | None = None
+    # The test that picks `given[1]`: the argument given (optional), or a scalar's value
+    # (`== 0`: softmax's temperature 0 returns zeros_like, the input's layout kept)
+    given_test: str = "is not None"
 
     def sizes(self) -> list[object]:
         """Every size element of this rule and of its regimes: what is asked of each."""
@@ -280,8 +283,8 @@ class OpRule:
             return ("an output size is a power with a symbolic exponent, which c10::SymInt "
                     "has no operation for")
         if any(o.given is not None for o in self.outputs):
-            return ("its rule has regimes of an optional argument (given / None), which the "
-                    "C++ emitter does not write yet")
+            return ("its rule has regimes of an argument (an optional one given or None, a "
+                    "scalar at zero or not), which the C++ emitter does not write yet")
         return ""
 
     def schema_spec(self) -> OpSchema:

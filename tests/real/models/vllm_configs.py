@@ -23,6 +23,12 @@ CONFIGS = {
     "qwen3_moe": {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
                   "head_dim": 32, "moe_intermediate_size": 64, "num_experts": 4,
                   "num_experts_per_tok": 2, **_COMMON},
+    # LayerNorm (no `.data`: torch.export takes the step), learned positions, GELU
+    "gpt2": {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 128,
+             "n_embd": 64, "n_inner": 128, "n_layer": 2, "n_head": 2, "n_positions": 256},
+    # Gemma's RMSNorm (x * (1 + w), no `.data`), GELU-tanh, soft-capped logits, sliding window
+    "gemma2": {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "head_dim": 32,
+               **_COMMON},
 }
 
 
