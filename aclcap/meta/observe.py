@@ -150,6 +150,14 @@ def arg_facts(arg: Any, value: Any) -> ArgFacts:
     if isinstance(value, (list, tuple)) and value and all(
             isinstance(v, torch.Tensor) for v in value):
         return ArgFacts(arg.name, tensors=tuple(tensor_facts(v) for v in value))
+    kind = getattr(arg, "real_type", None)
+    if isinstance(kind, torch.OptionalType):
+        kind = kind.getElementType()
+    if isinstance(value, int) and not isinstance(value, bool) and \
+            isinstance(kind, torch.FloatType):
+        # what the kernel receives: a Python wrapper's `p: float = 1` passes an int, which
+        # must never give an output size (torch-cluster's random_walk was `walk_length + p`)
+        value = float(value)
     return ArgFacts(arg.name, value=_plain(value))
 
 

@@ -27,6 +27,14 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "phi3": ("Phi3Config", {**_COMMON, "pad_token_id": 0}),
     "gpt2": ("GPT2Config", {"vocab_size": VOCAB, "n_embd": 64, "n_layer": 2, "n_head": 4,
                             "n_positions": 64}),
+    # hybrid: three gated-delta-rule (linear attention) layers to one full attention, MoE
+    # feed-forward with a shared expert; the heaviest step of the corpus to compile
+    "qwen3_next": ("Qwen3NextConfig", {**_COMMON, "num_hidden_layers": 4, "head_dim": 16,
+                                       "linear_num_value_heads": 4, "linear_num_key_heads": 2,
+                                       "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+                                       "num_experts": 4, "num_experts_per_tok": 2,
+                                       "moe_intermediate_size": 32,
+                                       "shared_expert_intermediate_size": 32}),
 }
 
 
