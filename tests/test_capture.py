@@ -128,6 +128,7 @@ def test_step_that_branches_on_its_size_gets_one_artifact_per_guard_range(tmp_pa
         (1, "pass"), (2, "pass"), (4, "pass"), (8, "pass")]
     assert [(a["range"], a["sizes"]) for a in doc["backend"]["artifacts"]] == [
         ("1-4", [1, 2, 4]), ("5+", [8])]
+    assert all(a["compile_or_load_s"] > 0 for a in doc["backend"]["artifacts"])
     guards = [c for c in doc["trace"]["recompiles"] if c["kind"] == "guard"]
     assert [(g["size"], g["file"].split("/")[-1], g["line"]) for g in guards] == [
         (4, "size_branch.py", 19)]

@@ -383,7 +383,9 @@ class AotiBackend:
                                  ", which AOTInductor's C++ runner cannot pass")
             loaded = []
             for size_range in ranges:
+                began = time.perf_counter()
                 runner, artifact, facts = self.artifact(size_range.program, step.spec)
+                facts["compile_or_load_s"] = round(time.perf_counter() - began, 3)
                 artifacts.append(_range_facts(size_range, sizes, facts))
                 loaded.append((size_range, runner, artifact))
             local = [name for r in ranges for name in process_local(r.program)]
