@@ -76,3 +76,16 @@ def test_a_constant_holding_a_pointer_is_named_process_local():
     exported = torch.export.export(Step(), (torch.randn(4, 2),))
     found = process_local(exported)
     assert len(found) == 1 and exported.constants[found[0]].item() == 0x7F00_1234_5678
+
+
+def test_a_step_passing_an_opaque_value_is_compiled_by_inductor_and_says_which():
+    """vLLM's LayerName without vLLM: torch.export takes the step, the opaque value is read
+    off the exported graph and named by its op's schema, and no AOTI compile is tried."""
+    run = aclcap("capture", str(MODELS / "opaque_layer_name.py"), "--json", "-")
+    assert run.code == 0, run.stdout + run.stderr
+    doc = run.json()
+    assert doc["mechanism"] == "inductor"
+    assert [(r["size"], r["status"]) for r in doc["results"]] == [(1, "pass"), (4, "pass")]
+    assert "export_failed" not in doc["backend"]  # torch.export took the step
+    assert "LayerName (argument 2, `layer`, of opaque_layer::scaled)" in \
+        doc["backend"]["aoti_refused"]

@@ -205,10 +205,15 @@ def opaque_arguments(program: torch.export.ExportedProgram) -> list[str]:
     for node in program.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, OpOverload):
             continue
-        for i, value in enumerate([*node.args, *node.kwargs.values()]):
+        schema = node.target._schema
+        names = [arg.name for arg in schema.arguments]
+        # A keyword argument is named by its schema position too, not by where it falls
+        # among the call's keywords.
+        for where, value in [*enumerate(node.args), *node.kwargs.items()]:
+            i = where if isinstance(where, int) else names.index(where)
             kind = type(value).__name__
             if is_opaque(value) and kind not in found:
-                found[kind] = f"{kind} (argument {i} of {node.target._schema.name})"
+                found[kind] = f"{kind} (argument {i}, `{names[i]}`, of {schema.name})"
     return list(found.values())
 
 
