@@ -93,6 +93,27 @@ def test_a_size_guard_no_range_can_say_gets_the_artifact_whose_guards_hold(tmp_p
         (s, "pass") for s in (1, 2, 3, 4, 8)]
 
 
+def test_a_step_that_pads_its_size_to_chunks_gets_a_static_program_per_size(tmp_path):
+    """Chunked linear attention pads its tokens to whole chunks: a dynamic program's shapes
+    hold `s % 8` and `// 8`, which cost Inductor's vector codegen minutes on Qwen3-Next
+    (issue 59). Few sizes get a static program each, and the line says why; many sizes
+    keep one program over their range."""
+    run = capture(str(MODELS / "chunked_pad.py"), "--device", "cpu",
+                  ACLCAP_CACHE_DIR=str(tmp_path))
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert [(r["size"], r["status"]) for r in doc["results"]] == [
+        (1, "pass"), (2, "pass"), (5, "pass")]
+    artifacts = doc["backend"]["artifacts"]
+    assert [a["sizes"] for a in artifacts] == [[1], [2], [5]]
+    assert all("the step's shapes pad the size" in a["why"] for a in artifacts)
+    many = capture(str(MODELS / "chunked_pad.py"), "--device", "cpu", "--shapes",
+                   "2,3,4,5,6", ACLCAP_CACHE_DIR=str(tmp_path)).json()
+    assert [(r["size"], r["status"]) for r in many["results"]] == [
+        (s, "pass") for s in (2, 3, 4, 5, 6)]
+    assert not any("why" in a for a in many["backend"]["artifacts"])
+
+
 def test_a_loop_over_the_tokens_is_served_size_by_size_and_ends(tmp_path):
     """A recurrence over the tokens (recurrent_gemma's scan): the program exported at 2
     reads [1, oo] yet holds at 2 only, so 1 was never covered and capture exported it again

@@ -178,6 +178,7 @@ class SizeRange:
     example: tuple | None = None
     # Sizes within lo..hi whose guards the program fails (`s // 2 != 1`: not 2 nor 3)
     excluded: tuple[int, ...] = ()
+    why: str = ""  # why the range is one size where the step allows more ("": it does not)
 
     def covers(self, size: int) -> bool:
         return self.lo <= size and (self.hi is None or size <= self.hi) and \
@@ -235,6 +236,8 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
     try:  # at a size >= 2: export specializes a dim whose example is 1
         example = inputs(max(max(sizes), 2))
         program, lifted = _export_state(model, example, dims, Dim("tokens", min=1))
+        if (why := _static_instead(program, sizes)):
+            return _per_size(model, inputs, dims, sizes, why)
         return [SizeRange(1, None, program, lifted, example)]
     except Exception as exc:
         if not is_size_guard(exc):
@@ -246,6 +249,9 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
         example = inputs(max(top, 2))
         try:
             program, lifted = _export_state(model, example, dims, Dim.AUTO)
+            if (why := _static_instead(program, left)):
+                return sorted(ranges + _per_size(model, inputs, dims, left, why),
+                              key=lambda r: r.lo)
             lo, hi = _size_range(program, example, dims)
             if lo == 2 and 1 in left:  # Dim.AUTO starts at 2 (0/1): try to take size 1 too
                 with contextlib.suppress(Exception):
@@ -287,10 +293,12 @@ def _failing(model: torch.nn.Module, program: torch.export.ExportedProgram,
 
 
 def _per_size(model: torch.nn.Module, inputs: Callable[[int], tuple], dims: list[list[int]],
-              sizes: list[int]) -> list[SizeRange]:
-    """One static program per size, for a step with a host list as long as the size
-    (`seq_lens`): each holds its own size's list as a constant, as a device graph captured
-    at that size does; one program over all sizes would hold one size's list for all."""
+              sizes: list[int], why: str = "") -> list[SizeRange]:
+    """One static program per size: for a step with a host list as long as the size
+    (`seq_lens`), each holds its own size's list as a constant, as a device graph captured
+    at that size does, where one program over all sizes would hold one size's list for all;
+    for a step whose shapes pad the size (`_static_instead`), each compiles in minutes
+    less."""
     ranges = []
     for size in sorted(sizes):
         example = inputs(size)
@@ -299,5 +307,33 @@ def _per_size(model: torch.nn.Module, inputs: Callable[[int], tuple], dims: list
         except Exception as exc:
             raise CaptureError(f"torch.export failed at size {size}: {first_line(exc)}") \
                 from exc
-        ranges.append(SizeRange(size, size, program, lifted, example))
+        ranges.append(SizeRange(size, size, program, lifted, example, why=why))
     return ranges
+
+
+# A program whose shapes take the size modulo a constant (a step that pads its tokens to
+# whole chunks: Qwen3-Next's gated delta rule splits `(s + (64 - s % 64) % 64) // 64` chunks)
+# costs Inductor's vectorized C++ codegen minutes of sympy in every kernel over a dynamic
+# range: one such layer compiled in 358 s over sizes [2, oo] and in 52 s at one size
+# (docs/measurements.md), so a static program per size is cheaper up to about 6 sizes.
+STATIC_SIZES_WHEN_PADDED = 4
+
+
+def _static_instead(program: torch.export.ExportedProgram, sizes: list[int]) -> str:
+    """Why the sizes get a static program each instead of `program` ("": they do not): its
+    shapes take the size modulo a constant (a pad to whole chunks), and the sizes are few.
+    A floor division alone (`x.chunk(2)`: `(s + 1) // 2`) compiles as fast as any shape."""
+    if len(sizes) > STATIC_SIZES_WHEN_PADDED:
+        return ""
+    from torch.utils._sympy.functions import Mod, ModularIndexing, PythonMod
+
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        for t in value if isinstance(value, (list, tuple)) else (value,):
+            padded = next((d for d in getattr(t, "shape", ()) if isinstance(d, torch.SymInt)
+                           and d.node.expr.has(Mod, ModularIndexing, PythonMod)), None)
+            if padded is not None:
+                return (f"a static program per size: the step's shapes pad the size "
+                        f"({padded.node.expr} in {node.name}), which costs a dynamic "
+                        "program's compile minutes more than a static one's")
+    return ""

@@ -234,9 +234,10 @@ def mechanism_line(result: CaptureReport) -> str:
             ranges = ", ".join(f"sizes {a['range']} ({','.join(map(str, a['sizes']))})"
                                for a in artifacts)
             guard = f" ({facts.guard})" if facts.guard else ""
+            static = next((f"; {a['why']}" for a in artifacts if a.get("why")), "")
             return (f"mechanism: aoti (AOTInductor; no device graphs exist on a CPU): "
                     f"{len(artifacts)} artifacts: {ranges}{guard}, {mib:.1f} MiB in all, "
-                    f"{cache}")
+                    f"{cache}{static}")
         return (f"mechanism: aoti (AOTInductor, one artifact for all sizes; no device graphs "
                 f"exist on a CPU): {short_paths(facts.artifact)}, {mib:.1f} MiB, {cache}")
     if result.mechanism == "inductor":

@@ -491,7 +491,7 @@ def _range_facts(size_range: SizeRange, sizes: list[int], facts: dict[str, Any]
                  ) -> dict[str, Any]:
     """One size range's entry of `artifacts`: its label, the sizes it serves, its artifact."""
     return {"range": size_range.label(), "sizes": [s for s in sizes if size_range.covers(s)],
-            **facts}
+            **({"why": size_range.why} if size_range.why else {}), **facts}
 
 
 def load_artifact(path: Path) -> Any:
