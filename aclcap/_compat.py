@@ -250,6 +250,17 @@ def export_guards(program: Any) -> Callable[[tuple], bool] | None:
     return hold
 
 
+def takes_modulo(size: Any) -> bool:
+    """Whether a symbolic size takes the size modulo something (a pad to whole chunks,
+    `(c - s % c) % c`). Where torch's sympy functions moved, their printed names serve."""
+    expr = size.node.expr
+    try:
+        from torch.utils._sympy.functions import Mod, ModularIndexing, PythonMod
+    except ImportError:
+        return any(name in str(expr) for name in ("Mod(", "ModularIndexing("))
+    return bool(expr.has(Mod, ModularIndexing, PythonMod))
+
+
 def int_oo() -> Any:
     """The symbolic infinity of a dim's range."""
     from torch.utils._sympy.numbers import int_oo as infinity

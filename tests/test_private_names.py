@@ -40,6 +40,9 @@ EXPECTED = [
     "torch.distributed._functional_collectives.AsyncCollectiveTensor",
     "torch.fx.experimental._config", "torch.utils._python_dispatch.TorchDispatchMode",
     "torch.utils._pytree", "torch.utils._sympy.numbers.int_oo",
+    # the sympy functions of a shape that pads the size (export.py's static programs)
+    "torch.utils._sympy.functions.Mod", "torch.utils._sympy.functions.ModularIndexing",
+    "torch.utils._sympy.functions.PythonMod",
 ]
 # Attributes of torch's op objects read all over the package: the same since torch 1.x on
 # every OpOverload (`_schema`, `_overloadname`) and packet (`_qualified_op_name`), which

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from aclcap._compat import OpOverload, export_guards, int_oo
+from aclcap._compat import OpOverload, export_guards, int_oo, takes_modulo
 from aclcap._tensors import clone_tensors
 from aclcap.errors import CaptureError, first_line
 from aclcap.size_dims import SizeDim, sizes_within
@@ -325,13 +325,11 @@ def _static_instead(program: torch.export.ExportedProgram, sizes: list[int]) -> 
     A floor division alone (`x.chunk(2)`: `(s + 1) // 2`) compiles as fast as any shape."""
     if len(sizes) > STATIC_SIZES_WHEN_PADDED:
         return ""
-    from torch.utils._sympy.functions import Mod, ModularIndexing, PythonMod
-
     for node in program.graph.nodes:
         value = node.meta.get("val")
         for t in value if isinstance(value, (list, tuple)) else (value,):
             padded = next((d for d in getattr(t, "shape", ()) if isinstance(d, torch.SymInt)
-                           and d.node.expr.has(Mod, ModularIndexing, PythonMod)), None)
+                           and takes_modulo(d)), None)
             if padded is not None:
                 return (f"a static program per size: the step's shapes pad the size "
                         f"({padded.node.expr} in {node.name}), which costs a dynamic "
