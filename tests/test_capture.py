@@ -107,6 +107,9 @@ def test_a_step_that_pads_its_size_to_chunks_gets_a_static_program_per_size(tmp_
     artifacts = doc["backend"]["artifacts"]
     assert [a["sizes"] for a in artifacts] == [[1], [2], [5]]
     assert all("the step's shapes pad the size" in a["why"] for a in artifacts)
+    warm = capture(str(MODELS / "chunked_pad.py"), "--device", "cpu",
+                   ACLCAP_CACHE_DIR=str(tmp_path)).json()["backend"]["artifacts"]
+    assert [(a["cache_hit"], a["why"]) for a in warm] == [(True, a["why"]) for a in artifacts]
     many = capture(str(MODELS / "chunked_pad.py"), "--device", "cpu", "--shapes",
                    "2,3,4,5,6", ACLCAP_CACHE_DIR=str(tmp_path)).json()
     assert [(r["size"], r["status"]) for r in many["results"]] == [

@@ -94,7 +94,7 @@ def read_index(path: Path) -> list[tuple[SizeRange, Path]] | None:
     try:
         entries = json.loads(path.read_text())["ranges"]
         ranges = [(SizeRange(e["lo"], e["hi"], None, tuple(e["lifted"]),
-                             excluded=tuple(e.get("excluded", ()))),
+                             excluded=tuple(e.get("excluded", ())), why=e.get("why", "")),
                    path.parent / e["artifact"]) for e in entries]
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -109,7 +109,7 @@ def write_index(path: Path, ranges: list[tuple[SizeRange, Path]]) -> None:
     partial = path.with_suffix(f".{os.getpid()}.partial")
     partial.write_text(json.dumps({"ranges": [
         {"lo": r.lo, "hi": r.hi, "artifact": artifact.name, "lifted": list(r.lifted),
-         "excluded": list(r.excluded)}
+         "excluded": list(r.excluded), **({"why": r.why} if r.why else {})}
         for r, artifact in ranges]}))
     with contextlib.suppress(OSError):
         partial.replace(path)
