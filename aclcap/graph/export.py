@@ -236,22 +236,22 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
     try:  # at a size >= 2: export specializes a dim whose example is 1
         example = inputs(max(max(sizes), 2))
         program, lifted = _export_state(model, example, dims, Dim("tokens", min=1))
-        if (why := _static_instead(program, sizes)):
-            return _per_size(model, inputs, dims, sizes, why)
-        return [SizeRange(1, None, program, lifted, example)]
     except Exception as exc:
         if not is_size_guard(exc):
             raise CaptureError(f"torch.export failed: {first_line(exc)}") from exc
+    else:
+        if (why := _static_instead(program, sizes)):
+            return _per_size(model, inputs, dims, sizes, why)
+        return [SizeRange(1, None, program, lifted, example)]
     ranges: list[SizeRange] = []
-    left = sorted(sizes)
+    left, why = sorted(sizes), ""
     while left:
         top = left[-1]
         example = inputs(max(top, 2))
         try:
             program, lifted = _export_state(model, example, dims, Dim.AUTO)
             if (why := _static_instead(program, left)):
-                return sorted(ranges + _per_size(model, inputs, dims, left, why),
-                              key=lambda r: r.lo)
+                break  # the sizes left get a program each, below
             lo, hi = _size_range(program, example, dims)
             if lo == 2 and 1 in left:  # Dim.AUTO starts at 2 (0/1): try to take size 1 too
                 with contextlib.suppress(Exception):
@@ -274,6 +274,9 @@ def export_ranges(model: torch.nn.Module, inputs: Callable[[int], tuple],
                                "values")
         ranges.append(SizeRange(lo, hi, program, lifted, example, excluded))
         left = [s for s in left if not ranges[-1].covers(s)]
+    if left:
+        return sorted(ranges[::-1] + _per_size(model, inputs, dims, left, why),
+                      key=lambda r: r.lo)
     return ranges[::-1]
 
 
