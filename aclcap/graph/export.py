@@ -318,7 +318,8 @@ def _per_size(model: torch.nn.Module, inputs: Callable[[int], tuple], dims: list
 # whole chunks: Qwen3-Next's gated delta rule splits `(s + (64 - s % 64) % 64) // 64` chunks)
 # costs Inductor's vectorized C++ codegen minutes of sympy in every kernel over a dynamic
 # range: one such layer compiled in 358 s over sizes [2, oo] and in 52 s at one size
-# (docs/measurements.md), so a static program per size is cheaper up to about 6 sizes.
+# (docs/measurements.md), so a static program per size is cheaper up to about 6 sizes;
+# 4 keeps a margin, since both figures are single runs.
 STATIC_SIZES_WHEN_PADDED = 4
 
 
